@@ -1,0 +1,3 @@
+from eas.cli import main
+
+main()

@@ -1,0 +1,146 @@
+"""PyTorch building blocks. Convolutions carry no bias: a BatchNorm follows each one."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+ACTIVATION_MODULES = {
+    "relu": nn.ReLU,
+    "relu6": nn.ReLU6,
+    "hswish": nn.Hardswish,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+}
+
+
+def make_divisible(value: float, divisor: int = 8) -> int:
+    """Round channels to a multiple of `divisor`, never more than 10% down (MobileNet rule)."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+class ConvBNAct(nn.Sequential):
+    def __init__(self, cin: int, cout: int, kernel: int = 1, stride: int = 1,
+                 groups: int = 1, act: str | None = "relu6"):
+        layers: list[nn.Module] = [
+            nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(cout),
+        ]
+        if act is not None:
+            layers.append(ACTIVATION_MODULES[act]())
+        super().__init__(*layers)
+
+
+class SqueezeExcite(nn.Module):
+    """Channel gating as in MobileNetV3: squeeze to a quarter (multiple of 8), hard-sigmoid gate."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        squeezed = make_divisible(channels // 4, 8)
+        self.reduce = nn.Conv2d(channels, squeezed, 1)
+        self.act = nn.ReLU()
+        self.expand = nn.Conv2d(squeezed, channels, 1)
+        self.gate = nn.Hardsigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = x.mean((2, 3), keepdim=True)
+        return x * self.gate(self.expand(self.act(self.reduce(scale))))
+
+
+class DepthwiseSeparable(nn.Module):
+    """MobileNetV1 block: depthwise k x k conv, optional SE, pointwise conv; both activated."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, act: str, se: bool = False):
+        super().__init__()
+        self.depthwise = ConvBNAct(cin, cin, kernel, stride, groups=cin, act=act)
+        self.se = SqueezeExcite(cin) if se else nn.Identity()
+        self.pointwise = ConvBNAct(cin, cout, 1, act=act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pointwise(self.se(self.depthwise(x)))
+
+
+class InvertedResidual(nn.Module):
+    """MBConv: 1x1 expand (skipped at ratio 1), depthwise k x k, optional SE, linear 1x1 project.
+
+    The residual is used when shape is preserved, as in MobileNetV2/V3.
+    """
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, expansion: float,
+                 act: str, se: bool = False):
+        super().__init__()
+        hidden = int(round(cin * expansion))
+        self.use_residual = stride == 1 and cin == cout
+        self.expand = ConvBNAct(cin, hidden, 1, act=act) if hidden != cin else nn.Identity()
+        self.depthwise = ConvBNAct(hidden, hidden, kernel, stride, groups=hidden, act=act)
+        self.se = SqueezeExcite(hidden) if se else nn.Identity()
+        self.project = ConvBNAct(hidden, cout, 1, act=None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.project(self.se(self.depthwise(self.expand(x))))
+        return x + out if self.use_residual else out
+
+
+class LinearAttention(nn.Module):
+    """Multi-head kernelised attention over feature-map tokens, O(N) in the number of tokens.
+
+    With feature map phi = ReLU (as in EfficientViT), softmax(QK^T)V is replaced by
+    phi(Q) (phi(K)^T V) / (phi(Q) sum_n phi(K_n)): the d x d summary phi(K)^T V is formed once,
+    so cost grows linearly with H*W instead of quadratically.
+    """
+
+    def __init__(self, channels: int, heads: int, eps: float = 1e-6):
+        super().__init__()
+        self.heads = heads
+        self.eps = eps
+        self.qkv = nn.Conv2d(channels, 3 * channels, 1, bias=False)
+        self.proj = ConvBNAct(channels, channels, 1, act=None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, channels, height, width = x.shape
+        qkv = self.qkv(x).reshape(batch, 3, self.heads, channels // self.heads, height * width)
+        # Attention arithmetic in float32: the normaliser is a sum over all tokens.
+        q, k, v = (t.float() for t in qkv.unbind(1))  # each (B, heads, d, N)
+        q, k = torch.relu(q), torch.relu(k)
+        summary = torch.einsum("bhdn,bhen->bhde", k, v)  # phi(K)^T V: (B, heads, d, d)
+        numerator = torch.einsum("bhdn,bhde->bhen", q, summary)  # (B, heads, d, N)
+        denominator = torch.einsum("bhdn,bhd->bhn", q, k.sum(-1)).unsqueeze(2) + self.eps
+        out = (numerator / denominator).to(x.dtype).reshape(batch, channels, height, width)
+        return self.proj(out)
+
+
+class LinearAttentionBlock(nn.Module):
+    """Pre-norm transformer block on feature maps: x + attention(x), then x + FFN(x)."""
+
+    def __init__(self, channels: int, heads: int, ffn: float, act: str):
+        super().__init__()
+        hidden = max(1, int(round(channels * ffn)))
+        self.norm1 = nn.BatchNorm2d(channels)
+        self.attention = LinearAttention(channels, heads)
+        self.norm2 = nn.BatchNorm2d(channels)
+        self.ffn = nn.Sequential(ConvBNAct(channels, hidden, 1, act=act),
+                                 ConvBNAct(hidden, channels, 1, act=None))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x))
+        return x + self.ffn(self.norm2(x))
+
+
+class ClassifierHead(nn.Module):
+    """Optional 1x1 conv, global average pool, optional hidden FC, dropout, linear classifier."""
+
+    def __init__(self, cin: int, width: int, hidden: int, act: str, dropout: float,
+                 num_classes: int):
+        super().__init__()
+        self.conv = ConvBNAct(cin, width, 1, act=act) if width else nn.Identity()
+        features = width or cin
+        layers: list[nn.Module] = []
+        if hidden:
+            layers += [nn.Linear(features, hidden), ACTIVATION_MODULES[act]()]
+            features = hidden
+        layers += [nn.Dropout(dropout), nn.Linear(features, num_classes)]
+        self.classifier = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.conv(x).mean((2, 3)))

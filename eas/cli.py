@@ -1,0 +1,101 @@
+"""The `eas` command line. Heavy imports (torch, optuna) happen inside command bodies."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from eas.errors import UserError
+
+app = typer.Typer(help="EAS: search small, accurate, energy-frugal neural networks.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+arch_app = typer.Typer(help="Sample and inspect architecture genomes.", no_args_is_help=True)
+app.add_typer(arch_app, name="arch")
+
+InputOption = Annotated[str, typer.Option("--input", help="Input shape CxHxW, e.g. 3x32x32.")]
+ClassesOption = Annotated[int, typer.Option("--classes", help="Number of classes.", min=1)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UserError(f"--input: expected CxHxW with positive integers, e.g. 3x32x32 (got {text!r})")
+    return tuple(int(p) for p in parts)
+
+
+def emit_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+@app.command("spaces")
+def spaces_command(as_json: JsonOption = False) -> None:
+    """List the built-in search spaces."""
+    from eas.space import list_spaces
+
+    spaces = list_spaces()
+    if as_json:
+        emit_json([{"name": s.name, "description": s.description, "stages": len(s.stages),
+                    "parameters": len(s.parameters())} for s in spaces])
+        return
+    for space in spaces:
+        typer.echo(f"{space.name:8} {len(space.parameters()):3d} choices  {space.description}")
+
+
+@arch_app.command("sample")
+def arch_sample(
+    space: Annotated[str, typer.Option("--space", help="Space name or path to a .yaml file.")],
+    n: Annotated[int, typer.Option("--n", help="How many genomes.", min=1)] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    input_shape: Annotated[str | None, typer.Option("--input", help="Adapt to this input CxHxW.")] = None,
+) -> None:
+    """Print random genomes from a space, one per line."""
+    import optuna
+
+    from eas.space import load_space
+
+    shape = parse_shape(input_shape) if input_shape else None
+    chosen = load_space(space, shape)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(n):
+        typer.echo(chosen.sample(study.ask()).encode())
+
+
+@arch_app.command("show")
+def arch_show(
+    genome: Annotated[str, typer.Argument(help="A genome string or a reference name.")],
+    input_shape: InputOption = "3x224x224",
+    classes: ClassesOption = 1000,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size for memory figures.", min=1)] = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Profile an architecture: params, MACs, FLOPs, memory and the per-layer table."""
+    from eas.builder import build
+    from eas.cost import profile
+    from eas.reference import arch_from_text
+    from eas.summary import profile_lines
+
+    arch = arch_from_text(genome)
+    shape = parse_shape(input_shape)
+    cost = profile(build(arch, shape, classes), shape, batch_size=batch)
+    if as_json:
+        emit_json({"genome": arch.encode(), "hash": arch.canonical_hash(), **cost.summary(),
+                   "layers": [layer.__dict__ for layer in cost.layers]})
+        return
+    typer.echo("\n".join(profile_lines(arch, cost)))
+
+
+def main() -> None:
+    """Entry point: known errors become one line on stderr and exit code 2."""
+    try:
+        app()
+    except UserError as error:
+        if os.environ.get("EAS_DEBUG"):
+            raise
+        print(f"eas: error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,31 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EAS = [sys.executable, "-m", "eas"]
+
+
+def run_eas(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
+    """Run the real `eas` command line in a subprocess."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([*EAS, *args], capture_output=True, text=True, cwd=cwd or ROOT,
+                          env=full_env, timeout=timeout)
+
+
+@pytest.fixture
+def eas_cli():
+    return run_eas
+
+
+def assert_user_error(result, *fragments: str) -> None:
+    """Exit code 2, exactly one line on stderr, no traceback, message mentions fragments."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

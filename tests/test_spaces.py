@@ -1,0 +1,109 @@
+import optuna
+import pytest
+import torch
+
+from eas.builder import build
+from eas.cost import profile
+from eas.reference import reference
+from eas.space import SpaceError, list_spaces, load_space
+
+SPACES = [s.name for s in list_spaces()]
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def sample_archs(space, n, seed=0):
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    return [space.sample(study.ask()) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", SPACES)
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32)])
+def test_random_samples_build_run_and_have_consistent_profiles(name, shape):
+    space = load_space(name, shape)
+    torch.manual_seed(0)
+    for arch in sample_archs(space, 12):
+        model = build(arch, shape, 10)
+        x = torch.randn(4, *shape)
+        out = model(x)
+        assert out.shape == (4, 10)
+        out.square().mean().backward()
+        assert all(p.grad is not None for p in model.parameters())
+        cost = profile(model, shape)
+        assert cost.params == sum(t.numel() for t in model.parameters())
+        assert cost.params == sum(layer.params for layer in cost.layers)
+        assert cost.macs == sum(layer.macs for layer in cost.layers) > 0
+
+
+@pytest.mark.parametrize("name", SPACES)
+def test_a_trial_replays_from_its_params(name):
+    space = load_space(name, (1, 28, 28))
+    study = optuna.create_study(sampler=optuna.samplers.NSGAIISampler(seed=3))
+    for _ in range(5):
+        trial = study.ask()
+        arch = space.sample(trial)
+        assert space.arch_from_params(trial.params) == arch
+        assert space.params_of(arch) is not None
+        study.tell(trial, 0.0)
+
+
+def test_every_sampler_works_with_fixed_choice_lists():
+    space = load_space("tiny", (1, 28, 28))
+    for sampler in [optuna.samplers.TPESampler(seed=0, multivariate=True),
+                    optuna.samplers.NSGAIISampler(seed=0), optuna.samplers.RandomSampler(seed=0)]:
+        study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+        for _ in range(4):
+            trial = study.ask()
+            arch = space.sample(trial)
+            study.tell(trial, [0.5, float(arch.depth)])
+
+
+def test_spaces_adapt_to_the_input_resolution():
+    mobile = load_space("mobile")
+    assert mobile.for_task((3, 224, 224)).params_of(reference("mobilenet_v2")) is not None
+    for size, expected in [(224, 5), (32, 3), (28, 3), (8, 1)]:
+        arch = sample_archs(mobile.for_task((3, size, size)), 1)[0]
+        assert arch.downsamplings == expected
+        model = build(arch, (3, size, size), 10)
+        assert model(torch.zeros(1, 3, size, size)).shape == (1, 10)
+
+
+def test_extremes_bound_the_costs():
+    space = load_space("mobile", (1, 28, 28))
+    low, high = space.extremes()
+    low_macs = profile(build(low, (1, 28, 28), 10), (1, 28, 28)).macs
+    high_macs = profile(build(high, (1, 28, 28), 10), (1, 28, 28)).macs
+    for arch in sample_archs(space, 10):
+        macs = profile(build(arch, (1, 28, 28), 10), (1, 28, 28)).macs
+        assert low_macs <= macs <= high_macs
+
+
+def test_unknown_space_lists_the_available_ones():
+    with pytest.raises(SpaceError, match="mobile.*tiny"):
+        load_space("nope")
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("stem: {width: 8}\nhead: {width: 0}\n", "stages: missing"),
+    ("stem: {width: 8, act: relu}\nstages: [{kind: ir, kernel: [3, 4]}]\nhead: {width: 0}", "stages[0].kernel"),
+    ("stem: {width: 8, act: relu}\nstages: [{kind: ir, colour: 3}]\nhead: {width: 0}", "stages[0].colour"),
+    ("stem: {width: 8, act: relu}\nstages: [{kind: zz}]\nhead: {width: 0}", "stages[0].kind"),
+    ("stem: {width: 8, act: relu}\nstages: [{kind: la, width: [30], heads: [4], ffn: 2}]\nhead: {}", "stages[0].width"),
+    ("stem: {width: 8, act: relu}\nstages: [{kind: ir, depth: [0, 1], stride: 2}]\nhead: {}", "stages[0].depth"),
+    ("stem: [oops", "not valid YAML"),
+])
+def test_malformed_space_file_names_the_field(tmp_path, text, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpaceError) as error:
+        load_space(str(path))
+    assert fragment in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def test_a_users_own_space_file_by_path(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nstem: {width: 8, act: relu}\n"
+                    "stages: [{kind: ds, width: [8, 16], stride: 2}]\nhead: {width: 0}\n")
+    space = load_space(str(path), (1, 28, 28))
+    assert space.name == "mine" and list(space.parameters()) == ["stage1.width"]
+    assert {a.stages[0].width for a in sample_archs(space, 20)} == {8, 16}
