@@ -90,6 +90,58 @@ def arch_show(
     typer.echo("\n".join(profile_lines(arch, cost)))
 
 
+DataOption = Annotated[str, typer.Option("--data", help="digits, fashion-mnist, cifar10:PATH, cifar100:PATH, "
+                                          "imagefolder:PATH or npz:PATH.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")]
+MeterOption = Annotated[str, typer.Option("--meter", help="Energy meter: auto, nvml, rapl or estimated.")]
+
+
+def fidelity_from_options(epochs: float, subset: int | None, max_steps: int | None, batch_size: int,
+                          lr: float, precision: str):
+    from eas.train import Fidelity
+
+    return Fidelity(epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
+                    precision=precision)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    genome: Annotated[str, typer.Argument(help="A genome string or a reference name.")],
+    data: DataOption = "fashion-mnist",
+    epochs: Annotated[float, typer.Option("--epochs", help="Training epochs (may be fractional).")] = 1.0,
+    subset: Annotated[int | None, typer.Option("--subset", help="Train on at most N images.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Cap on optimiser steps.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 128,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 3e-3,
+    precision: Annotated[str, typer.Option("--precision", help="auto, fp32, bf16 or fp16.")] = "auto",
+    device: DeviceOption = "auto",
+    meter: MeterOption = "auto",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.", min=1)] = None,
+    resolution: Annotated[int | None, typer.Option("--resolution", help="Resize images (imagefolder).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a candidate briefly and measure accuracy, cost, latency and energy."""
+    fidelity = fidelity_from_options(epochs, subset, max_steps, batch_size, lr, precision)
+    from eas.reference import arch_from_text
+
+    arch = arch_from_text(genome)
+    import torch
+
+    from eas.data import load_dataset
+    from eas.evaluate import evaluate
+    from eas.summary import metrics_lines
+
+    if threads:
+        torch.set_num_threads(threads)
+    task = load_dataset(data, seed=seed, resolution=resolution)
+    metrics = evaluate(arch, task, fidelity, device=device, seed=seed, meter=meter)
+    if as_json:
+        emit_json({**metrics.to_dict(), "data": task.describe()})
+        return
+    typer.echo("\n".join(metrics_lines(metrics)))
+
+
 def main() -> None:
     """Entry point: known errors become one line on stderr and exit code 2."""
     try:
