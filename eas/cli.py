@@ -151,3 +151,7 @@ def main() -> None:
             raise
         print(f"eas: error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+# The search service's commands live in their own module and register on `app`.
+from eas import cli_search  # noqa: E402,F401

@@ -51,3 +51,69 @@ def metrics_lines(m) -> list[str]:
         lines.append("            estimated: no energy counter was readable"
                      + (f" ({m.energy_note})" if m.energy_note else ""))
     return lines
+
+
+def pareto_rows(front, knee_record) -> list[list]:
+    """Rows of the Pareto table: the knee point is marked with '*'."""
+    rows = []
+    for r in front:
+        m = r.metrics
+        energy = m.get("inference_energy_j_per_1k")
+        rows.append([
+            f"{r.number}{'*' if knee_record is not None and r.number == knee_record.number else ''}",
+            f"{m.get('accuracy', 0):.2%}", human(m.get("macs", 0)), human(m.get("params", 0)),
+            f"{energy:.3g} J/1k ({m.get('energy_source', '?')})" if energy is not None else "-",
+            f"{m.get('latency_ms', 0):.2f} ms", r.genome or "",
+        ])
+    return rows
+
+
+PARETO_HEADERS = ["trial", "accuracy", "MACs", "params", "energy", "latency", "genome"]
+
+
+def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
+    """What `eas show STUDY` prints: the study, its counts, hypervolume and Pareto set."""
+    from eas.report import counts, hypervolume, knee, pareto_front
+
+    c = counts(records)
+    front = pareto_front(records, objectives)
+    knee_record = knee(front, objectives)
+    fidelity = settings.get("fidelity", {})
+    lines = [
+        f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
+        f"sampler {settings.get('sampler')}",
+        f"objectives  {', '.join(objectives)}"
+        + (f"; constraints {settings['constraints']}" if settings.get("constraints") else ""),
+        f"fidelity    {fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
+        f"batch {fidelity.get('batch_size')}",
+        "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
+        f"hypervolume {hypervolume(records, objectives, reference):.4f} (normalised; reference point: "
+        "accuracy 0 and the space's largest arch x 1.1)",
+        "",
+        f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off):",
+        table(pareto_rows(front, knee_record), PARETO_HEADERS) if front else "  (no complete feasible trial yet)",
+    ]
+    sources = {r.metrics.get("energy_source") for r in front}
+    if "estimated" in sources:
+        lines.append("energy: estimated from CPU time x watts per core (no energy counter was readable)")
+    return lines
+
+
+def run_lines(summary, budget, records, objectives, reference) -> list[str]:
+    """The end-of-run summary: how the budget was spent."""
+    from eas.report import counts, hypervolume, pareto_front
+    from eas.units import format_duration
+
+    c = counts(records)
+    wall = summary.wall_seconds
+    spent = summary.evaluate_seconds
+    share = spent / wall if wall else 0.0
+    limit = f"budget {format_duration(budget.seconds)}" if budget.seconds else f"{budget.trials} trials"
+    return [
+        f"stopped     {summary.stopped} ({limit}; ran {format_duration(wall)})",
+        f"this run    {summary.trials} trials, {summary.cached} reused from identical genomes; "
+        f"evaluating candidates {format_duration(spent)} ({share:.0%} of the time)",
+        "study       " + ", ".join(f"{v} {k}" for k, v in c.items() if v)
+        + f"; Pareto set {len(pareto_front(records, objectives))}, "
+          f"hypervolume {hypervolume(records, objectives, reference):.4f}",
+    ]

@@ -1,0 +1,152 @@
+"""Pure functions over a study's trials: records, Pareto set, hypervolume, knee point, history.
+
+The CLI and the Streamlit explorer both show what these return, so both show the same numbers.
+Nothing here talks to Optuna beyond reading FrozenTrial fields in `records_from_trials`.
+
+Hypervolume convention: every objective is turned into a minimised, normalised value —
+1 - accuracy for accuracy, value / reference for costs — so the fixed reference point is
+(1, ..., 1) and the hypervolume lies in [0, 1]. The cost references are the largest
+architecture of the space, measured when the study was created, times 1.1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from eas.objectives import OBJECTIVES
+
+STATES = ("complete", "infeasible", "pruned", "failed", "running", "waiting")
+_OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
+                  "WAITING": "waiting"}
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    state: str  # one of STATES; "infeasible" = complete but violating a constraint
+    genome: str | None
+    metrics: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    started: float | None = None  # POSIX seconds
+    finished: float | None = None
+    reason: str | None = None
+
+    def value(self, objective: str) -> float:
+        value = self.metrics.get(OBJECTIVES[objective].metric)
+        return math.nan if value is None else float(value)
+
+
+def records_from_trials(trials) -> list[TrialRecord]:
+    """Optuna FrozenTrials -> TrialRecords (the only function here that knows Optuna's types)."""
+    records = []
+    for trial in trials:
+        state = _OPTUNA_STATES[trial.state.name]
+        attrs = trial.user_attrs
+        metrics = attrs.get("metrics") or {}
+        violated = any(v > 0 for v in trial.constraints.values())
+        if state == "complete" and (violated or attrs.get("status") == "infeasible"):
+            state = "infeasible"
+        records.append(TrialRecord(
+            number=trial.number, state=state, genome=attrs.get("genome"), metrics=metrics,
+            params=dict(trial.params),
+            started=trial.datetime_start.timestamp() if trial.datetime_start else None,
+            finished=trial.datetime_complete.timestamp() if trial.datetime_complete else None,
+            reason=attrs.get("reason") or metrics.get("reason"),
+        ))
+    return records
+
+
+def counts(records: list[TrialRecord]) -> dict[str, int]:
+    result = dict.fromkeys(STATES, 0)
+    for record in records:
+        result[record.state] += 1
+    return result
+
+
+def minimised(records: list[TrialRecord], objectives: tuple[str, ...],
+              reference: dict[str, float] | None = None) -> np.ndarray:
+    """(n, d) matrix where smaller is better: -accuracy, or normalised as in the module doc."""
+    columns = []
+    for name in objectives:
+        values = np.array([r.value(name) for r in records], dtype=float)
+        if OBJECTIVES[name].direction == "maximize":
+            columns.append(1.0 - values if reference is not None else -values)
+        else:
+            scale = reference.get(name) if reference else None
+            columns.append(values / scale if scale else values)
+    return np.stack(columns, axis=1) if columns else np.zeros((len(records), 0))
+
+
+def pareto_mask(points: np.ndarray) -> np.ndarray:
+    """Non-dominated rows of a minimisation matrix (duplicates all stay on the front)."""
+    n = len(points)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    order = np.lexsort(points.T[::-1])  # sorted by first objective, ties by the next ones
+    front: list[int] = []
+    for index in order:
+        point = points[index]
+        if front:
+            kept = points[front]
+            dominated = np.any(np.all(kept <= point, axis=1) & np.any(kept < point, axis=1))
+            if dominated:
+                continue
+        front.append(index)
+    mask[front] = True
+    return mask
+
+
+def feasible(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """Complete, feasible trials whose objective values are all finite."""
+    return [r for r in records if r.state == "complete"
+            and all(math.isfinite(r.value(o)) for o in objectives)]
+
+
+def pareto_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    candidates = feasible(records, objectives)
+    mask = pareto_mask(minimised(candidates, objectives))
+    return sorted((r for r, keep in zip(candidates, mask, strict=True) if keep),
+                  key=lambda r: -r.value(objectives[0]))
+
+
+def hypervolume(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> float:
+    """Normalised hypervolume of the feasible trials against the fixed reference point."""
+    from optuna._hypervolume import compute_hypervolume  # the one place Optuna's private HV is used
+
+    points = minimised(feasible(records, objectives), objectives, reference)
+    points = points[np.all(points < 1.0, axis=1)] if len(points) else points
+    if len(points) == 0:
+        return 0.0
+    points = points[pareto_mask(points)]
+    return float(compute_hypervolume(points, np.ones(points.shape[1]), assume_pareto=True))
+
+
+def knee(front: list[TrialRecord], objectives: tuple[str, ...]) -> TrialRecord | None:
+    """The front point closest to the ideal point after min-max scaling each objective:
+    the balanced trade-off, where improving one objective starts to cost most in the others."""
+    if not front:
+        return None
+    points = minimised(front, objectives)
+    low, high = points.min(axis=0), points.max(axis=0)
+    scaled = (points - low) / np.where(high > low, high - low, 1.0)
+    return front[int(np.argmin(np.linalg.norm(scaled, axis=1)))]
+
+
+def hypervolume_history(records: list[TrialRecord], objectives: tuple[str, ...],
+                        reference: dict[str, float]) -> list[dict]:
+    """Hypervolume after each finished trial, with the wall time and energy spent so far."""
+    finished = sorted((r for r in records if r.finished is not None), key=lambda r: r.finished)
+    if not finished:
+        return []
+    start = min(r.started or r.finished for r in finished)
+    history, seen, energy = [], [], 0.0
+    for record in finished:
+        seen.append(record)
+        energy += record.metrics.get("train_energy_j", 0.0) or 0.0
+        history.append({"trial": record.number, "trials": len(seen), "seconds": record.finished - start,
+                        "energy_j": energy, "hypervolume": hypervolume(seen, objectives, reference)})
+    return history

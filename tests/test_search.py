@@ -1,0 +1,205 @@
+"""End-to-end searches through the real CLI, on SQLite files in a temporary folder."""
+
+import hashlib
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from eas.search import Budget
+from eas.units import parse_seconds
+from tests.conftest import ROOT, assert_user_error, run_eas
+
+FAST = ["--space", "tiny", "--data", "digits", "--epochs", "2", "--quiet"]
+
+
+def env_for(tmp_path):
+    return {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+
+
+def load(tmp_path, name):
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / name}.db")
+
+
+@pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("45s", 45), ("1h30m", 5400),
+                                           ("1.5h", 5400), ("500ms", 0.5)])
+def test_budget_strings(text, seconds):
+    assert parse_seconds(text, "--budget") == seconds
+    assert Budget.parse(text, None).seconds == seconds
+
+
+@pytest.mark.slow
+def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
+    env = env_for(tmp_path)
+    started = time.monotonic()
+    first = run_eas("search", *FAST, "--budget", "20s", "--study", "demo", "--json", env=env, cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["stopped"] == "budget"
+    assert elapsed < 20 + 15  # the budget plus start-up and a small grace
+    study = load(tmp_path, "demo")
+    before = len(study.trials)
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) >= 3
+    for trial in complete:
+        assert trial.user_attrs["genome"].startswith("stem_")
+        metrics = trial.user_attrs["metrics"]
+        assert metrics["energy_source"] == "estimated" and metrics["versions"]["torch"]
+        assert metrics["fidelity"]["epochs"] == 2
+    assert study.metric_names == ["accuracy", "macs", "params", "energy"]
+    assert not [t for t in study.trials if t.state.name == "RUNNING"]
+
+    shown = run_eas("show", "demo", env=env, cwd=tmp_path)
+    assert shown.returncode == 0 and "Pareto set" in shown.stdout and "*" in shown.stdout
+    one = json.loads(run_eas("show", "demo", "--trial", str(complete[0].number), env=env, cwd=tmp_path).stdout)
+    assert one["genome"] == complete[0].user_attrs["genome"]
+
+    again = run_eas("search", *FAST, "--budget", "8s", "--study", "demo", "--json", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    resumed = load(tmp_path, "demo")
+    assert len(resumed.trials) > before
+    # a genome evaluated before is reused, not trained again
+    reused = [t for t in resumed.trials if "cached_from" in t.user_attrs]
+    for trial in reused:
+        source = resumed.trials[trial.user_attrs["cached_from"]]
+        assert source.user_attrs["genome"] == trial.user_attrs["genome"]
+        assert source.values == trial.values
+    listed = run_eas("studies", "--json", env=env, cwd=tmp_path)
+    assert json.loads(listed.stdout)[0]["study"] == "demo"
+
+
+@pytest.mark.slow
+def test_constraints_are_checked_before_training_and_recorded(tmp_path):
+    result = run_eas("search", *FAST, "--trials", "12", "--study", "small", "--max-macs", "400k", "--json",
+                     "--sampler", "random", env=env_for(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    study = load(tmp_path, "small")
+    infeasible = [t for t in study.trials if t.user_attrs.get("status") == "infeasible"]
+    feasible = [t for t in study.trials if t.user_attrs.get("status") == "ok"]
+    assert infeasible and feasible
+    for trial in infeasible:
+        assert trial.constraints["max_macs"] > 0 and trial.user_attrs["metrics"]["train_steps"] == 0
+    for trial in feasible:
+        assert trial.constraints["max_macs"] <= 0 and trial.user_attrs["metrics"]["macs"] <= 400_000
+    assert all(t.number in {b.number for b in feasible} for t in study.best_trials)
+
+
+@pytest.mark.slow
+def test_warm_start_queues_a_fitting_reference_first(tmp_path):
+    result = run_eas("search", "--space", "mobile", "--data", "digits", "--trials", "1", "--max-steps", "1",
+                     "--study", "warm", "--quiet", env=env_for(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    first = load(tmp_path, "warm").trials[0]
+    assert first.user_attrs.get("warm_start") == "mobilenet_v2"
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
+    env = env_for(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "eas", "search", "--space", "tiny", "--data", "digits",
+                                "--epochs", "200", "--budget", "2m", "--study", "stop", "--quiet"],
+                               cwd=tmp_path, env={**__import__("os").environ, **env},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "studies" / "stop.db"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            if db.exists() and load(tmp_path, "stop").get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+                break
+        except KeyError:  # the file exists, the study is still being created
+            continue
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "resume" in err
+    study = load(tmp_path, "stop")
+    before = len(study.trials)
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert any(t.user_attrs.get("status") == "interrupted" for t in study.trials)
+    resumed = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "200", "--trials", "1",
+                      "--study", "stop", "--quiet", "--max-steps", "5", env=env, cwd=tmp_path)
+    assert "different fidelity" in resumed.stderr  # fidelity is part of what must match
+    resumed = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "200", "--trials", "1",
+                      "--study", "stop", "--quiet", "--trial-timeout", "3s", env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(load(tmp_path, "stop").trials) == before + 1
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*"))}
+
+
+@pytest.fixture(scope="module")
+def existing_studies(tmp_path_factory):
+    """A folder with one real study and one corrupt file, to check that bad input leaves them."""
+    root = tmp_path_factory.mktemp("bad-input")
+    result = run_eas("search", *FAST, "--trials", "2", "--study", "keep", env=env_for(root), cwd=root)
+    assert result.returncode == 0, result.stderr
+    (root / "studies" / "corrupt.db").write_bytes(b"this is not a database" * 100)
+    return root
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--budget", "2x"], "--budget"),
+    (["--budget", "-5m"], "--budget"),
+    (["--budget", "0"], "--budget"),
+    (["--budget", "0s"], "longer than zero"),
+    ([], "--budget"),
+    (["--budget", "1m", "--space", "nope"], "unknown space"),
+    (["--budget", "1m", "--data", "mnist"], "unknown dataset"),
+    (["--budget", "1m", "--objectives", "accuracy,beauty"], "unknown objective beauty"),
+    (["--budget", "1m", "--sampler", "cmaes"], "unknown sampler"),
+    (["--budget", "1m", "--max-macs", "lots"], "--max-macs"),
+    (["--budget", "1m", "--storage", "postgresql://nobody@127.0.0.1:1/none"], "cannot open storage"),
+    (["--budget", "1m", "--study", "corrupt"], "not a readable SQLite"),
+    (["--budget", "1m", "--study", "../escape"], "invalid study name"),
+    (["--budget", "1m", "--study", "a/b"], "invalid study name"),
+    (["--budget", "1m", "--max-macs", "10"], "can meet the constraints"),
+    (["--budget", "1m", "--study", "keep", "--space", "hybrid"], "different space"),
+])
+def test_bad_input_is_one_line_exit_2_and_leaves_studies_untouched(existing_studies, args, fragment):
+    root = existing_studies
+    before = snapshot(root / "studies")
+    base = ["--space", "tiny", "--data", "digits", "--quiet", "--study", "keep"]
+    result = run_eas("search", *base, *args, env=env_for(root), cwd=root)
+    assert_user_error(result, fragment)
+    assert snapshot(root / "studies") == before
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["show", "missing"], "no study storage"),
+    (["show", "keep", "--trial", "99"], "no trial 99"),
+    (["show", "corrupt"], "not a readable SQLite"),
+    (["worker", "--study", "missing", "--budget", "1m"], "no study storage"),
+    (["worker", "--study", "keep", "--budget", "1x"], "--budget"),
+])
+def test_other_commands_bad_input(existing_studies, args, fragment):
+    before = snapshot(existing_studies / "studies")
+    assert_user_error(run_eas(*args, env=env_for(existing_studies), cwd=existing_studies), fragment)
+    assert snapshot(existing_studies / "studies") == before
+
+
+def test_corrupt_file_is_not_touched_by_preflight(tmp_path):
+    from eas.errors import UserError
+    from eas.storage import preflight
+
+    path = tmp_path / "x.db"
+    path.write_bytes(b"garbage" * 50)
+    with pytest.raises(UserError):
+        preflight(f"sqlite:///{path}")
+    assert path.read_bytes() == b"garbage" * 50
+    with pytest.raises(sqlite3.DatabaseError):
+        sqlite3.connect(path).execute("select 1 from sqlite_master").fetchall()
+
+
+def test_root_is_importable():
+    assert (ROOT / "eas" / "search.py").exists()
