@@ -7,6 +7,7 @@ breaks a constraint is returned as infeasible without being trained.
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -87,22 +88,35 @@ def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), d
     model = build(arch, task.input_shape, task.num_classes).to(torch_device)
     cost = profile(model, task.input_shape)
     model = model.to(memory_format=torch.channels_last)
-    single = latency(model, task.input_shape, torch_device, batch=1)
-    batched = latency(model, task.input_shape, torch_device, batch=latency_batch, repeats=10)
     common = dict(
         genome=arch.encode(), params=cost.params, macs=cost.macs, flops=cost.flops,
         memory_bytes_inference=cost.memory_bytes_inference,
         # Activations kept for backward grow linearly with the batch.
         memory_bytes_training=4 * cost.param_bytes + cost.activation_bytes_training * fidelity.batch_size,
-        latency_ms=single.median_ms, latency_ms_p10=single.p10_ms, latency_ms_p90=single.p90_ms,
-        latency_batch=latency_batch, latency_batch_ms=batched.median_ms,
-        device=device_label(torch_device), fidelity=fidelity.to_dict(), energy_source=energy_meter.source,
-        energy_note=energy_note,
+        latency_ms=math.nan, latency_ms_p10=math.nan, latency_ms_p90=math.nan, latency_batch=latency_batch,
+        latency_batch_ms=math.nan, device=device_label(torch_device), fidelity=fidelity.to_dict(),
+        energy_source=energy_meter.source, energy_note=energy_note,
     )
+
+    def infeasible(violations: dict) -> Metrics | None:
+        broken = [k for k, v in violations.items() if v > 0]
+        if not broken:
+            return None
+        return Metrics(status="infeasible", violations=violations, reason="violates " + ", ".join(broken),
+                       evaluate_seconds=time.perf_counter() - began, **common)
+
+    # Counted costs first: a candidate over a MACs/params/memory limit costs milliseconds.
+    rejected = infeasible(constraints.violations(common)) if constraints else None
+    if rejected:
+        return rejected
+    single = latency(model, task.input_shape, torch_device, batch=1)
+    batched = latency(model, task.input_shape, torch_device, batch=latency_batch, repeats=10)
+    common.update(latency_ms=single.median_ms, latency_ms_p10=single.p10_ms, latency_ms_p90=single.p90_ms,
+                  latency_batch_ms=batched.median_ms)
     violations = constraints.violations(common) if constraints else {}
-    if any(excess > 0 for excess in violations.values()):
-        return Metrics(status="infeasible", violations=violations, reason="violates " + ", ".join(
-            k for k, v in violations.items() if v > 0), evaluate_seconds=time.perf_counter() - began, **common)
+    rejected = infeasible(violations)
+    if rejected:
+        return rejected
 
     token = energy_meter.start()
     result = train(model, task.train_x, task.train_y, fidelity, torch_device, seed, deadline)

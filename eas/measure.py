@@ -33,7 +33,7 @@ def _sync(device: torch.device) -> None:
 
 @torch.no_grad()
 def latency(model: nn.Module, input_shape: tuple[int, int, int], device: torch.device, batch: int = 1,
-            warmup: int = 3, repeats: int = 30, max_seconds: float = 1.0) -> Latency:
+            warmup: int = 3, repeats: int = 30, max_seconds: float = 0.5) -> Latency:
     """Time `repeats` forward passes (fewer if they exceed `max_seconds`, at least 3)."""
     model.eval()
     x = torch.randn(batch, *input_shape, device=device).contiguous(memory_format=torch.channels_last)

@@ -159,10 +159,35 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
             return TrainResult(time.perf_counter() - started, step_index + 1, images / n, images,
                                loss_value, precision, channels_last, micro,
                                diverged=f"loss became {loss_value} at step {step_index + 1}")
+    recalibrate_batchnorm(model, train_x, memory_format, batch_size=micro)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return TrainResult(time.perf_counter() - started, total_steps, images / n, images, loss_value,
                        precision, channels_last, micro)
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(model: nn.Module, x: torch.Tensor, memory_format, images: int = 2048,
+                          batch_size: int = 256) -> None:
+    """Recompute BatchNorm running statistics with the final weights.
+
+    After a few dozen steps the exponential running averages still describe the early weights,
+    and an eval-mode network scores near chance (seen: 10% vs 74% on Fashion-MNIST after 24
+    steps). Once-for-All recalibrates the same way: a cumulative average over fresh batches.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average
+    model.train()
+    for start in range(0, min(images, len(x)), batch_size):
+        model(x[start:start + batch_size].contiguous(memory_format=memory_format))
+    for m, momentum in zip(norms, momenta, strict=True):
+        m.momentum = momentum
+    model.eval()
 
 
 @torch.no_grad()

@@ -1,0 +1,100 @@
+"""Several workers on the real PostgreSQL server: nothing lost or duplicated, a killed worker's
+trial failed by heartbeat and retried."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import optuna
+import pytest
+import sqlalchemy
+
+from tests.conftest import run_eas
+
+URL = os.environ.get("EAS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    try:
+        sqlalchemy.create_engine(URL).connect().close()
+    except Exception as error:  # CI starts the server; a developer machine may not have one
+        pytest.skip(f"PostgreSQL not reachable at {URL}: {error}")
+    return URL
+
+
+@pytest.fixture
+def study_name(postgres):
+    name = f"pg-{uuid.uuid4().hex[:10]}"
+    yield name
+    with contextlib.suppress(KeyError):
+        optuna.delete_study(study_name=name, storage=postgres)
+
+
+def worker(name, url, *args):
+    return subprocess.Popen([sys.executable, "-m", "eas", "worker", "--study", name, "--storage", url,
+                             "--heartbeat", "1", "--threads", "1", "--quiet", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def create(name, url, *args):
+    result = run_eas("search", "--space", "tiny", "--data", "digits", "--study", name, "--storage", url,
+                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", *args)
+    assert result.returncode == 0, result.stderr
+
+
+def test_two_workers_share_a_study_without_losing_or_duplicating_trials(postgres, study_name):
+    create(study_name, postgres, "--epochs", "2")
+    workers = [worker(study_name, postgres, "--trials", "6", "--seed", str(seed)) for seed in (1, 2)]
+    for process in workers:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    trials = optuna.load_study(study_name=study_name, storage=postgres).trials
+    by_worker = {}
+    for trial in trials:
+        by_worker.setdefault(trial.user_attrs["worker"].split(":")[1], []).append(trial)
+    pids = {str(p.pid) for p in workers}
+    assert pids <= set(by_worker)
+    assert all(len(by_worker[pid]) == 6 for pid in pids)  # each worker ran exactly its trials
+    assert len(trials) == 1 + 12
+    assert sorted(t.number for t in trials) == list(range(13))
+    assert all(t.state.name == "COMPLETE" and "metrics" in t.user_attrs for t in trials)
+
+
+def test_kill_9_of_a_worker_mid_trial_fails_and_retries_its_trial(postgres, study_name):
+    create(study_name, postgres, "--epochs", "30")
+    victim = worker(study_name, postgres, "--budget", "2m", "--seed", "1")
+    survivor = worker(study_name, postgres, "--budget", "30s", "--seed", "2")
+    storage = optuna.storages.RDBStorage(postgres)
+    killed_trial = None
+    deadline = time.monotonic() + 120
+    while killed_trial is None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        study = optuna.load_study(study_name=study_name, storage=storage)
+        for trial in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            if trial.user_attrs.get("worker", "").endswith(f":{victim.pid}"):
+                time.sleep(0.5)
+                victim.send_signal(signal.SIGKILL)
+                killed_trial = trial.number
+                break
+    assert killed_trial is not None, "the victim never started a trial"
+    victim.wait(timeout=10)
+    _, err = survivor.communicate(timeout=180)
+    assert survivor.returncode == 0, err
+
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    trials = {t.number: t for t in study.trials}
+    assert trials[killed_trial].state.name == "FAIL"
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed_trial]
+    assert len(retries) == 1 and retries[0].params == trials[killed_trial].params
+    assert retries[0].state.name in ("COMPLETE", "PRUNED")
+    assert not [t for t in trials.values() if t.state.name in ("RUNNING", "WAITING")]
+    # every trial is accounted for by exactly one worker: the creator, the victim or the survivor
+    owners = {t.user_attrs["worker"].split(":")[1] for t in trials.values()}
+    assert owners <= {str(victim.pid), str(survivor.pid)} | {
+        trials[0].user_attrs["worker"].split(":")[1]}
