@@ -1,4 +1,10 @@
-"""PyTorch building blocks. Convolutions carry no bias: a BatchNorm follows each one."""
+"""PyTorch building blocks and the network they make. Convolutions carry no bias: a BatchNorm
+follows each one.
+
+This file imports only torch: `eas export` copies it verbatim into a standalone model.py, so
+an exported architecture is built by exactly this code, with or without EAS installed.
+A network is described by plain dicts (the genome's fields), not by EAS's classes.
+"""
 
 from __future__ import annotations
 
@@ -144,3 +150,40 @@ class ClassifierHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.conv(x).mean((2, 3)))
+
+
+def _linear_attention(cin: int, stage: dict, stride: int) -> nn.Module:
+    # Attention keeps the shape; a depthwise-separable conv changes width or resolution first.
+    blocks: list[nn.Module] = []
+    if stride != 1 or cin != stage["width"]:
+        blocks.append(DepthwiseSeparable(cin, stage["width"], 3, stride, stage["act"]))
+    blocks.append(LinearAttentionBlock(stage["width"], stage["heads"], stage["ffn"], stage["act"]))
+    return nn.Sequential(*blocks) if len(blocks) > 1 else blocks[0]
+
+
+# The one dispatch table from block kind to constructor(in_channels, stage, stride).
+BLOCKS = {
+    "ds": lambda cin, s, stride: DepthwiseSeparable(cin, s["width"], s["kernel"], stride, s["act"], s["se"]),
+    "ir": lambda cin, s, stride: InvertedResidual(cin, s["width"], s["kernel"], stride, s["expansion"],
+                                                  s["act"], s["se"]),
+    "la": _linear_attention,
+}
+
+
+class Network(nn.Module):
+    """stem -> stages of blocks (the first block of a stage has its stride) -> head."""
+
+    def __init__(self, stem: dict, stages: list[dict], head: dict, in_channels: int, num_classes: int):
+        super().__init__()
+        self.stem = ConvBNAct(in_channels, stem["width"], stem["kernel"], stem["stride"], act=stem["act"])
+        blocks, channels = [], stem["width"]
+        for stage in stages:
+            for index in range(stage["repeats"]):
+                blocks.append(BLOCKS[stage["kind"]](channels, stage, stage["stride"] if index == 0 else 1))
+                channels = stage["width"]
+        self.blocks = nn.Sequential(*blocks)
+        self.head = ClassifierHead(channels, head["width"], head["ffn"], head["act"], head["dropout"],
+                                   num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)))

@@ -153,5 +153,5 @@ def main() -> None:
         sys.exit(2)
 
 
-# The search service's commands live in their own module and register on `app`.
-from eas import cli_search  # noqa: E402,F401
+# The search, export and training commands live in their own modules and register on `app`.
+from eas import cli_export, cli_search  # noqa: E402,F401

@@ -143,7 +143,8 @@ def search_command(
     settings = SearchSettings(space_name=chosen_space.name, space=chosen_space.definition, data=data,
                               objectives=chosen_objectives, constraints=constraints.to_dict(),
                               fidelity=fidelity.to_dict(), sampler=sampler, seed=seed, device=device,
-                              meter=meter, warm_start=warm_start, population=population)
+                              meter=meter, warm_start=warm_start, population=population,
+                              input_shape=task.input_shape, num_classes=task.num_classes)
     opened = open_storage(url, heartbeat=heartbeat)
     found, created = prepare_study(settings, name, opened, chosen_space, task)
     harden_sqlite(opened)

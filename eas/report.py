@@ -150,3 +150,34 @@ def hypervolume_history(records: list[TrialRecord], objectives: tuple[str, ...],
         history.append({"trial": record.number, "trials": len(seen), "seconds": record.finished - start,
                         "energy_j": energy, "hypervolume": hypervolume(seen, objectives, reference)})
     return history
+
+
+PICKS = ("knee", "most-accurate", "smallest")
+
+
+def select_trial(records: list[TrialRecord], objectives: tuple[str, ...], trial: int | None = None,
+                 pick: str | None = None, limits=None) -> TrialRecord:
+    """The trial to export: by number, or picked from the Pareto set after applying `limits`
+    (an eas.objectives.Constraints): its knee, its most accurate or its smallest (fewest MACs)."""
+    from eas.errors import UserError
+
+    if trial is not None:
+        match = [r for r in records if r.number == trial]
+        if not match:
+            raise UserError(f"no trial {trial} in this study (trials 0..{len(records) - 1})")
+        if match[0].state != "complete":
+            raise UserError(f"trial {trial} is {match[0].state}" + (f" ({match[0].reason})" if match[0].reason else "")
+                            + "; export a complete, feasible trial")
+        return match[0]
+    if pick not in PICKS:
+        raise UserError(f"unknown pick {pick!r} (known: {', '.join(PICKS)})")
+    front = pareto_front(records, objectives)
+    if limits is not None:
+        front = [r for r in front if all(v <= 0 for v in limits.violations(r.metrics).values())]
+    if not front:
+        raise UserError("no complete, feasible trial" + (" within these limits" if limits else "") + " to pick from")
+    if pick == "knee":
+        return knee(front, objectives)
+    if pick == "most-accurate":
+        return max(front, key=lambda r: (r.metrics.get("accuracy", 0), -r.metrics.get("macs", 0)))
+    return min(front, key=lambda r: (r.metrics.get("macs", 0), -r.metrics.get("accuracy", 0)))

@@ -56,16 +56,20 @@ class SearchSettings:
     meter: str = "auto"
     warm_start: bool = True
     population: int = 16
+    input_shape: tuple[int, int, int] | None = None  # of the task, for export and the explorer
+    num_classes: int | None = None
 
     # What must match when a study is resumed: anything that changes what a result means.
     MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity")
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "objectives": list(self.objectives)}
+        shape = list(self.input_shape) if self.input_shape else None
+        return {**asdict(self), "objectives": list(self.objectives), "input_shape": shape}
 
     @classmethod
     def from_dict(cls, data: dict) -> SearchSettings:
-        return cls(**{**data, "objectives": tuple(data["objectives"])})
+        shape = tuple(data["input_shape"]) if data.get("input_shape") else None
+        return cls(**{**data, "objectives": tuple(data["objectives"]), "input_shape": shape})
 
     def mismatches(self, stored: SearchSettings) -> list[str]:
         return [k for k in self.MUST_MATCH if getattr(self, k) != getattr(stored, k)]

@@ -20,7 +20,7 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 . .venv/bin/activate
-pip_q() { python -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v '^WARNING: Location' || true; }
+pip_q() { python -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -vE "^WARNING: Location|BuildBackendWarning|^ +|^$" || true; }
 # The CPU build of torch 2.13 is on local disk here; a plain `torch` would pull a CUDA build.
 python -c "import torch" 2>/dev/null || pip_q "torch==2.13.0"
 pip_q -e ".[dev]"

@@ -1,0 +1,167 @@
+"""Export a chosen architecture for training elsewhere.
+
+Writes, into a fresh folder (nothing is overwritten unless forced, and nothing is left half
+written: files go to a temporary folder that replaces the target at the end):
+- arch.json: genome, space, task shape, metrics with their sources, provenance, checks;
+- model.py: standalone PyTorch code (eas/blocks.py verbatim + this arch), needs only torch;
+- model.pt2: torch.export program (initial weights);
+- model.onnx: when the `export` extra is installed, checked against PyTorch with onnxruntime.
+Parameter and MAC counts of every artifact are checked against the numbers in the study.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pprint
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from eas import blocks
+from eas.builder import arch_spec
+from eas.cost import profile
+from eas.errors import UserError
+from eas.genome import Arch
+
+ARCH_FORMAT = "eas-arch/1"
+
+MODEL_FOOTER = '''
+
+# ---- the exported architecture -------------------------------------------------------------
+GENOME = {genome!r}
+ARCH = {spec}
+INPUT_SHAPE = {input_shape!r}  # (channels, height, width)
+NUM_CLASSES = {num_classes!r}
+
+
+def build_model(num_classes: int = NUM_CLASSES, in_channels: int = INPUT_SHAPE[0]) -> Network:
+    """The exported architecture, freshly initialised."""
+    return Network(ARCH["stem"], ARCH["stages"], ARCH["head"], in_channels, num_classes)
+
+
+if __name__ == "__main__":
+    model = build_model().eval()
+    print(GENOME)
+    print(f"parameters: {{sum(p.numel() for p in model.parameters()):,}}")
+    print("output shape:", tuple(model(torch.zeros(1, *INPUT_SHAPE)).shape))
+'''
+
+
+def standalone_source(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -> str:
+    header = (f'"""Standalone PyTorch model exported by EAS: needs only torch.\n\n'
+              f"    from model import build_model\n    model = build_model()\n\n"
+              f'Genome: {arch.encode()}\n"""\n')
+    body = Path(blocks.__file__).read_text()
+    body = body[body.index("from __future__"):]  # drop eas/blocks.py's own docstring
+    spec = pprint.pformat(arch_spec(arch), sort_dicts=False, width=110)  # Python literals, not JSON
+    footer = MODEL_FOOTER.format(genome=arch.encode(), spec=spec, input_shape=tuple(input_shape),
+                                 num_classes=num_classes)
+    return header + body + footer
+
+
+def load_standalone(path: Path):
+    """Import an exported model.py by path (as a user without EAS would)."""
+    spec = importlib.util.spec_from_file_location(f"eas_exported_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepare_output(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} exists and is not a folder")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise UserError(f"{out} exists and is not empty; use --force to replace it")
+    parent = out.resolve().parent
+    if not parent.exists():
+        raise UserError(f"folder {parent} does not exist")
+    try:
+        probe = tempfile.TemporaryDirectory(dir=parent, prefix=f".{out.name}.check-")
+        probe.cleanup()
+    except OSError as error:
+        raise UserError(f"cannot write to {parent}: {error.strerror}") from None
+
+
+def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
+                 onnx: bool = True) -> dict:
+    """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
+    from eas.search import versions
+
+    prepare_output(out, force)
+    arch = Arch.decode(record.genome)
+    input_shape = tuple(settings["input_shape"])
+    num_classes = int(settings["num_classes"])
+    stored = record.metrics
+    work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
+    try:
+        (work / "model.py").write_text(standalone_source(arch, input_shape, num_classes))
+        module = load_standalone(work / "model.py")
+        torch.manual_seed(0)
+        model = module.build_model().eval()
+        cost = profile(model, input_shape)
+        checks = {"params": cost.params, "macs": cost.macs}
+        if (cost.params, cost.macs) != (stored.get("params"), stored.get("macs")):
+            raise RuntimeError(f"exported model has {cost.params} params / {cost.macs} MACs, the study "
+                               f"stored {stored.get('params')} / {stored.get('macs')}")
+        example = torch.randn(2, *input_shape)
+        checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
+        if onnx:
+            checks.update(_export_onnx(model, example, work / "model.onnx"))
+        document = {
+            "format": ARCH_FORMAT,
+            "genome": arch.encode(),
+            "space": settings.get("space_name"),
+            "task": {"data": settings.get("data"), "input_shape": list(input_shape), "num_classes": num_classes},
+            "spec": arch_spec(arch),
+            "metrics": {k: v for k, v in stored.items() if k != "versions"},
+            "energy_source": stored.get("energy_source"),
+            "provenance": {"study": study_name, "trial": record.number, "fidelity": stored.get("fidelity"),
+                           "versions": stored.get("versions"), "exported_by": versions()},
+            "checks": checks,
+        }
+        (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
+        if out.exists():
+            shutil.rmtree(out)
+        work.rename(out)
+        return document
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _export_pt2(model, example, path: Path) -> tuple[int, float]:
+    """Saves the program; returns its parameter count (buffers excluded) and the max output
+    difference of the reloaded program."""
+    program = torch.export.export(model, (example,))
+    torch.export.save(program, str(path))
+    reloaded = torch.export.load(str(path))
+    params = sum(reloaded.state_dict[name].numel() for name in reloaded.graph_signature.parameters)
+    with torch.no_grad():
+        return params, float((reloaded.module()(example) - model(example)).abs().max())
+
+
+def _export_onnx(model, example, path: Path) -> dict:
+    try:
+        import onnxruntime
+        import onnxscript  # noqa: F401  (the torch.export-based ONNX exporter needs it)
+    except ImportError:
+        return {"onnx": "skipped: install the export extra (pip install 'eas[export]')"}
+    import logging
+
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
+                          dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    probe = torch.randn(3, *example.shape[1:])
+    with torch.no_grad():
+        expected = model(probe).numpy()
+    got = session.run(None, {"input": probe.numpy()})[0]
+    return {"onnx_max_abs_diff": float(abs(got - expected).max())}
