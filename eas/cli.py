@@ -142,6 +142,40 @@ def evaluate_command(
     typer.echo("\n".join(metrics_lines(metrics)))
 
 
+@app.command("ui")
+def ui_command(
+    storage: Annotated[str | None, typer.Option("--storage", help="SQLAlchemy URL (default: every study "
+                                                "file under studies/).")] = None,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8501,
+    host: Annotated[str, typer.Option("--host", help="Address to bind; 0.0.0.0 exposes it to other "
+                                      "machines.")] = "127.0.0.1",
+) -> None:
+    """Start the Streamlit Pareto explorer (read-only; local-only unless --host says otherwise)."""
+    import subprocess
+    from pathlib import Path
+
+    app_file = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+    if not app_file.exists():
+        raise UserError(f"the explorer app is not at {app_file} (install EAS from its repository with pip -e)")
+    try:
+        import streamlit  # noqa: F401
+    except ImportError:
+        raise UserError("the explorer needs the ui extra: pip install -e '.[ui]'") from None
+    env = {**os.environ, "EAS_UI_STORAGE": storage or ""}
+    if storage is None:
+        from eas.storage import studies_dir
+
+        env["EAS_STUDIES_DIR"] = str(studies_dir().resolve())
+    command = [sys.executable, "-m", "streamlit", "run", str(app_file), "--server.headless", "true",
+               "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]
+    typer.echo(f"EAS explorer on http://{host}:{port}  (Ctrl-C to stop)", err=True)
+    try:
+        raise typer.Exit(subprocess.call(command, env=env))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
 def main() -> None:
     """Entry point: known errors become one line on stderr and exit code 2."""
     try:

@@ -91,8 +91,6 @@ def prepare_output(out: Path, force: bool) -> None:
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
                  onnx: bool = True) -> dict:
     """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
-    from eas.search import versions
-
     prepare_output(out, force)
     arch = Arch.decode(record.genome)
     input_shape = tuple(settings["input_shape"])
@@ -113,18 +111,7 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
         checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
         if onnx:
             checks.update(_export_onnx(model, example, work / "model.onnx"))
-        document = {
-            "format": ARCH_FORMAT,
-            "genome": arch.encode(),
-            "space": settings.get("space_name"),
-            "task": {"data": settings.get("data"), "input_shape": list(input_shape), "num_classes": num_classes},
-            "spec": arch_spec(arch),
-            "metrics": {k: v for k, v in stored.items() if k != "versions"},
-            "energy_source": stored.get("energy_source"),
-            "provenance": {"study": study_name, "trial": record.number, "fidelity": stored.get("fidelity"),
-                           "versions": stored.get("versions"), "exported_by": versions()},
-            "checks": checks,
-        }
+        document = arch_document(record, settings, study_name, checks)
         (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
         if out.exists():
             shutil.rmtree(out)
@@ -133,6 +120,27 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def arch_document(record, settings: dict, study_name: str, checks: dict | None = None) -> dict:
+    """What arch.json holds; the explorer's download button uses it too."""
+    from eas.search import versions
+
+    stored = record.metrics
+    arch = Arch.decode(record.genome)
+    return {
+        "format": ARCH_FORMAT,
+        "genome": arch.encode(),
+        "space": settings.get("space_name"),
+        "task": {"data": settings.get("data"), "input_shape": list(settings["input_shape"]),
+                 "num_classes": int(settings["num_classes"])},
+        "spec": arch_spec(arch),
+        "metrics": {k: v for k, v in stored.items() if k != "versions"},
+        "energy_source": stored.get("energy_source"),
+        "provenance": {"study": study_name, "trial": record.number, "fidelity": stored.get("fidelity"),
+                       "versions": stored.get("versions"), "exported_by": versions()},
+        "checks": checks or {},
+    }
 
 
 def _export_pt2(model, example, path: Path) -> tuple[int, float]:

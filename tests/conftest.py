@@ -29,3 +29,15 @@ def assert_user_error(result, *fragments: str) -> None:
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="session")
+def small_study(tmp_path_factory):
+    """A real study made by the CLI: tiny space on digits, 6 random trials under a MACs limit
+    (so some are infeasible). Returns (root folder, env with EAS_STUDIES_DIR)."""
+    root = tmp_path_factory.mktemp("small-study")
+    env = {"EAS_STUDIES_DIR": str(root / "studies")}
+    result = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "2", "--trials", "6",
+                     "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", env=env, cwd=root)
+    assert result.returncode == 0, result.stderr
+    return root, env

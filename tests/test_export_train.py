@@ -20,13 +20,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def study_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("export")
-    env = {"EAS_STUDIES_DIR": str(root / "studies")}
-    result = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "2", "--trials", "6",
-                     "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", env=env, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return root, env
+def study_root(small_study):
+    return small_study
 
 
 @pytest.fixture(scope="module")

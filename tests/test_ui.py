@@ -1,0 +1,181 @@
+"""The Pareto explorer: every page through streamlit's AppTest, and once in a real browser."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from eas.explorer import load_study, trial_rows
+from eas.report import hypervolume, knee, pareto_front
+from tests.conftest import ROOT, run_eas
+
+APP = str(ROOT / "ui" / "app.py")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def app(small_study, monkeypatch):
+    root, env = small_study
+    monkeypatch.setenv("EAS_STUDIES_DIR", env["EAS_STUDIES_DIR"])
+    monkeypatch.delenv("EAS_UI_STORAGE", raising=False)
+    test = AppTest.from_file(APP, default_timeout=120)
+    test.run()
+    return test
+
+
+def no_exception(test):
+    assert not test.exception, [e.value for e in test.exception]
+    assert not test.error, [e.value for e in test.error]
+
+
+def test_studies_page_lists_the_study(app):
+    no_exception(app)
+    table = app.dataframe[0].value
+    assert list(table["study"]) == ["s"] and list(table["space"]) == ["tiny"]
+    assert list(table["trials"]) == [6]
+
+
+def test_pareto_page_draws_the_front_and_the_sliders_filter_it(app, small_study):
+    app.switch_page("app_pages/pareto.py").run()
+    no_exception(app)
+    charts = app.get("plotly_chart")
+    assert len(charts) == 2  # the Pareto view and, with four objectives, parallel coordinates
+    figure = json.loads(charts[0].proto.spec)
+    assert {trace["name"] for trace in figure["data"]} >= {"knee"}
+    hover = " ".join(t for trace in figure["data"] for t in trace.get("text", []))
+    assert "genome: stem_" in hover and "energy_source: estimated" in hover
+
+    root, env = small_study
+    cli = json.loads(run_eas("show", "s", "--json", env=env, cwd=root).stdout)
+    assert f"trial {cli['knee']} " in app.success[0].value  # the same knee as the CLI
+    before = len(app.dataframe[0].value)
+    assert before == len(cli["pareto"])
+    macs = next(s for s in app.slider if s.label == "max MACs")
+    macs.set_value(macs.min).run()
+    no_exception(app)
+    assert len(app.dataframe[0].value) < before
+
+    three_d = app.toggle[0]
+    three_d.set_value(True).run()
+    assert json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]["type"] == "scatter3d"
+
+
+def test_progress_page_states_the_reference_point(app, small_study):
+    app.switch_page("app_pages/progress.py").run()
+    no_exception(app)
+    assert len(app.get("plotly_chart")) == 3
+    assert "reference point" in app.caption[0].value
+    root, env = small_study
+    cli = json.loads(run_eas("show", "s", "--json", env=env, cwd=root).stdout)
+    assert app.metric[0].value == f"{cli['hypervolume']:.4f}"
+
+
+def test_trial_page_shows_layers_metrics_and_downloads(app):
+    app.switch_page("app_pages/trial.py").run()
+    no_exception(app)
+    assert len(app.get("download_button")) == 2
+    tables = [t.value for t in app.dataframe]
+    assert any("MACs" in t.columns and "layer" in t.columns for t in tables)
+    metrics = next(t for t in tables if "metric" in t.columns)
+    assert "(estimated)" in " ".join(metrics["value"])
+
+
+def test_missing_and_corrupt_storage_give_a_message_not_a_trace(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAS_UI_STORAGE", f"sqlite:///{tmp_path / 'missing.db'}")
+    test = AppTest.from_file(APP, default_timeout=60)
+    test.run()
+    assert not test.exception and "no study storage" in test.error[0].value
+    (tmp_path / "bad.db").write_bytes(b"garbage" * 100)
+    monkeypatch.setenv("EAS_UI_STORAGE", f"sqlite:///{tmp_path / 'bad.db'}")
+    test = AppTest.from_file(APP, default_timeout=60)
+    test.run()
+    assert not test.exception and "not a readable SQLite" in test.error[0].value
+    assert (tmp_path / "bad.db").read_bytes() == b"garbage" * 100
+
+
+def test_pure_functions_give_the_cli_numbers(small_study):
+    root, env = small_study
+    study = load_study(f"sqlite:///{root / 'studies' / 's.db'}", "s")
+    cli = json.loads(run_eas("show", "s", "--json", env=env, cwd=root).stdout)
+    front = pareto_front(study.records, study.objectives)
+    assert [r.number for r in front] == [row["trial"] for row in cli["pareto"]]
+    assert knee(front, study.objectives).number == cli["knee"]
+    assert hypervolume(study.records, study.objectives, study.reference) == cli["hypervolume"]
+    rows = trial_rows(study.records, study.objectives)
+    assert sum(r["pareto"] for r in rows) == len(front)
+
+
+def test_reading_a_study_while_a_search_writes_it(tmp_path):
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    search = subprocess.Popen([sys.executable, "-m", "eas", "search", "--space", "tiny", "--data", "digits",
+                               "--epochs", "2", "--budget", "15s", "--study", "live", "--quiet", "--json"],
+                              cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    url = f"sqlite:///{tmp_path / 'studies' / 'live.db'}"
+    reads = 0
+    while search.poll() is None:
+        time.sleep(0.3)
+        try:
+            study = load_study(url, "live")
+        except Exception:  # not created yet
+            continue
+        trial_rows(study.records, study.objectives)
+        reads += 1
+    out, err = search.communicate()
+    assert search.returncode == 0, err
+    assert reads >= 5
+    assert json.loads(out)["counts"]["failed"] == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
+def test_real_browser_shows_the_pareto_chart(small_study):
+    from playwright.sync_api import sync_playwright
+
+    root, env = small_study
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "eas", "ui", "--port", str(port)], cwd=root,
+                              env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.3)
+        artifacts = ROOT / "test-artifacts"
+        artifacts.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/pareto")
+            page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=90_000)
+            assert page.get_by_text("Pareto front — s").count() == 1
+            assert page.locator(".scatterlayer .point").count() >= 3
+            page.screenshot(path=str(artifacts / "explorer-pareto.png"))
+            browser.close()
+        assert (artifacts / "explorer-pareto.png").stat().st_size > 10_000
+        # bound to localhost only: the same port on another interface is closed
+        address = socket.gethostbyname(socket.gethostname())
+        if not address.startswith("127."):
+            with socket.socket() as s:
+                assert s.connect_ex((address, port)) != 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert Path(artifacts / "explorer-pareto.png").exists()

@@ -1,0 +1,17 @@
+"""EAS Pareto explorer: `eas ui` serves this app (read-only, bound to 127.0.0.1 by default)."""
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+sys.path.insert(0, str(Path(__file__).parent))  # so pages can `import common`
+
+st.set_page_config(page_title="EAS explorer", layout="wide")
+pages = [
+    st.Page("app_pages/studies.py", title="Studies", default=True),
+    st.Page("app_pages/pareto.py", title="Pareto"),
+    st.Page("app_pages/progress.py", title="Progress"),
+    st.Page("app_pages/trial.py", title="Trials"),
+]
+st.navigation(pages).run()

@@ -1,0 +1,57 @@
+import streamlit as st
+from common import selected_study
+
+from eas.explorer import FILTER_METRICS, filtered_front, objective_label
+from eas.figures import metric, parallel_figure, pareto_figure
+from eas.report import knee
+from eas.summary import PARETO_HEADERS, pareto_rows
+
+loaded = selected_study()
+if loaded is None:
+    st.stop()
+study, rows = loaded
+objectives = study.objectives
+st.title(f"Pareto front — {study.name}")
+st.caption(f"space {study.settings.get('space_name')}, data {study.settings.get('data')}; "
+           f"{len(rows)} trials. Objectives: " + ", ".join(objective_label(o) for o in objectives))
+
+left, right = st.columns([1, 3])
+with left:
+    x = st.selectbox("x axis", objectives, index=min(1, len(objectives) - 1))
+    y = st.selectbox("y axis", objectives, index=0)
+    size = st.selectbox("marker size", ["(none)", *objectives])
+    three_d = st.toggle("3-D view", value=False, disabled=len(objectives) < 3)
+    z = st.selectbox("z axis", objectives, index=min(2, len(objectives) - 1)) if three_d else None
+    st.subheader("Limits")
+    limits = {}
+    for field, label in FILTER_METRICS.items():
+        values = sorted(r[field] for r in rows if r["pareto"] and r[field] == r[field])
+        if len(values) < 2 or values[0] == values[-1]:
+            continue
+        chosen = st.slider(label, min_value=float(values[0]), max_value=float(values[-1]),
+                           value=float(values[-1]), key=f"limit_{field}")
+        if chosen < values[-1]:
+            limits[field] = chosen
+with right:
+    figure = pareto_figure(rows, x, y, None if size == "(none)" else size, z)
+    st.plotly_chart(figure, width="stretch", key="pareto_chart")
+
+front = filtered_front(study.records, objectives, limits)
+suggested = knee(front, objectives)
+if suggested is not None:
+    m = suggested.metrics
+    st.success(f"Suggested (knee point of the filtered front): trial {suggested.number} — accuracy "
+               f"{m.get('accuracy', 0):.2%}, {m.get('macs', 0):,.0f} MACs, {m.get('params', 0):,.0f} params, "
+               f"energy {m.get('inference_energy_j_per_1k', 0):.3g} J/1k ({m.get('energy_source')})")
+    st.session_state["trial_choice"] = [suggested.number]
+else:
+    st.warning("No trial of the Pareto front is within these limits.")
+st.subheader(f"Pareto set within the limits: {len(front)} trials")
+st.dataframe([dict(zip(PARETO_HEADERS, row, strict=True)) for row in pareto_rows(front, suggested)],
+             hide_index=True, width="stretch", key="front_table")
+if len(objectives) >= 3 and any(r["pareto"] for r in rows):
+    st.subheader("Parallel coordinates of the front")
+    st.plotly_chart(parallel_figure(rows, objectives), width="stretch", key="parallel_chart")
+hidden = [o for o in objectives if metric(o) not in rows[0]] if rows else []
+if hidden:
+    st.caption(f"not stored for plotting: {', '.join(hidden)}")

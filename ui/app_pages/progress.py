@@ -1,0 +1,23 @@
+import streamlit as st
+from common import cached_history, selected_study
+
+from eas.figures import history_figure
+
+loaded = selected_study()
+if loaded is None:
+    st.stop()
+study, rows = loaded
+st.title(f"Search progress — {study.name}")
+history = cached_history(study.url, study.name)
+if not history:
+    st.info("No finished trial yet.")
+    st.stop()
+reference = ", ".join(f"{k} {v:,.4g}" for k, v in study.reference.items())
+st.caption("Hypervolume of the feasible trials, normalised to [0, 1]: each objective is minimised "
+           "(1 - accuracy, cost / reference) against the fixed reference point (1, …, 1). Cost references "
+           f"(the space's largest architecture x 1.1): {reference}.")
+st.metric("hypervolume now", f"{history[-1]['hypervolume']:.4f}", help="after the last finished trial")
+for axis, title in (("trials", "against trials"), ("seconds", "against wall time"),
+                    ("energy_j", "against energy spent by the search")):
+    st.subheader(f"Hypervolume {title}")
+    st.plotly_chart(history_figure(history, axis), width="stretch", key=f"history_{axis}")

@@ -1,0 +1,59 @@
+"""Shared by the explorer's pages: cached, read-only loading and the selected study."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from eas.errors import UserError
+from eas.explorer import list_studies, load_study, trial_rows
+from eas.report import hypervolume_history
+
+
+def storage() -> str | None:
+    return os.environ.get("EAS_UI_STORAGE") or None
+
+
+@st.cache_data(ttl=15, show_spinner="Reading studies…")
+def cached_studies(url: str | None) -> list[dict]:
+    return list_studies(url)
+
+
+@st.cache_data(ttl=15, show_spinner="Loading trials…")
+def cached_study(url: str, name: str):
+    study = load_study(url, name)
+    return study, trial_rows(study.records, study.objectives)
+
+
+@st.cache_data(ttl=60, show_spinner="Computing hypervolume history…")
+def cached_history(url: str, name: str) -> list[dict]:
+    study, _ = cached_study(url, name)
+    records = study.records
+    if len(records) > 400:  # the history is drawn, not read: every n-th trial suffices
+        step = len(records) // 400 + 1
+        keep = {r.number for r in sorted(records, key=lambda r: r.finished or 0)[::step]}
+        history = hypervolume_history(records, study.objectives, study.reference)
+        return [h for h in history if h["trial"] in keep] + history[-1:]
+    return hypervolume_history(records, study.objectives, study.reference)
+
+
+def selected_study():
+    """The study picked on the Studies page (or the only one there is), or None with a hint."""
+    choice = st.session_state.get("study")
+    if choice is None:
+        try:
+            rows = [r for r in cached_studies(storage()) if r["study"]]
+        except UserError as error:
+            st.error(str(error))
+            return None
+        if len(rows) == 1:
+            choice = st.session_state["study"] = (rows[0]["url"], rows[0]["study"])
+    if choice is None:
+        st.info("Pick a study on the Studies page first.")
+        return None
+    try:
+        return cached_study(*choice)
+    except UserError as error:
+        st.error(str(error))
+        return None
