@@ -35,8 +35,10 @@ def _threads_for(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, quiet, as_json, name):
-    """Run in this process with a progress bar; print the summary; exit code by outcome."""
+def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, quiet, as_json, name,
+                    helpers: list[subprocess.Popen] = ()):
+    """Run in this process with a progress bar, wait for local helper workers, print the summary;
+    the exit code says how the run ended."""
     from eas.progress import SearchProgress
     from eas.report import records_from_trials
     from eas.search import REFERENCE_KEY, run_search
@@ -48,6 +50,8 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
         summary = run_search(study, settings, space, task, budget, trial_timeout, seed, on_trial=progress)
     finally:
         progress.close()
+        for helper in helpers:
+            helper.wait()
     records = records_from_trials(study.get_trials(deepcopy=False))
     if as_json:
         from eas.report import counts, hypervolume, knee, pareto_front
@@ -155,11 +159,7 @@ def search_command(
                    err=True)
     helpers = _start_workers(name, _absolute_sqlite(url), run_budget, workers - 1, seed, heartbeat,
                              timeout, _threads_for(workers))
-    try:
-        _run_and_report(found, settings, chosen_space, task, run_budget, timeout, seed, quiet, as_json, name)
-    finally:
-        for helper in helpers:
-            helper.wait()
+    _run_and_report(found, settings, chosen_space, task, run_budget, timeout, seed, quiet, as_json, name, helpers)
 
 
 def _safe(url: str) -> str:

@@ -203,3 +203,16 @@ def test_corrupt_file_is_not_touched_by_preflight(tmp_path):
 
 def test_root_is_importable():
     assert (ROOT / "eas" / "search.py").exists()
+
+
+@pytest.mark.slow
+def test_local_workers_share_a_sqlite_study(tmp_path):
+    result = run_eas("search", *FAST, "--budget", "15s", "--workers", "2", "--study", "pair", "--json",
+                     env=env_for(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    study = load(tmp_path, "pair")
+    workers = {t.user_attrs["worker"] for t in study.trials}
+    assert len(workers) == 2
+    assert summary["counts"]["complete"] == len([t for t in study.trials if t.state.name == "COMPLETE"])
+    assert not [t for t in study.trials if t.state.name in ("FAIL", "RUNNING")]
