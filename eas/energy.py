@@ -34,10 +34,6 @@ class EnergyReading:
     seconds: float
     source: str
 
-    @property
-    def kwh(self) -> float:
-        return self.joules / 3.6e6
-
 
 class Meter:
     """Measures the energy of a window of work: `start()`, then `stop(token)`."""

@@ -21,12 +21,6 @@ FILTER_METRICS = {"macs": "max MACs", "params": "max params", "latency_ms": "max
 
 
 @dataclass(frozen=True)
-class StudyRef:
-    name: str
-    url: str
-
-
-@dataclass(frozen=True)
 class LoadedStudy:
     name: str
     url: str

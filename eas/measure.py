@@ -21,10 +21,6 @@ class Latency:
     p90_ms: float
     repeats: int
 
-    @property
-    def spread_ms(self) -> float:
-        return self.p90_ms - self.p10_ms
-
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
