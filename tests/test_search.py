@@ -24,7 +24,10 @@ def env_for(tmp_path):
 
 
 def load(tmp_path, name):
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / name}.db")
+    """Read a study without creating tables: a search may be creating the file right now."""
+    from eas.explorer import open_readonly
+
+    return optuna.load_study(study_name=name, storage=open_readonly(f"sqlite:///{tmp_path / 'studies' / name}.db"))
 
 
 @pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("45s", 45), ("1h30m", 5400),
