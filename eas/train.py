@@ -74,6 +74,7 @@ class TrainResult:
     channels_last: bool
     micro_batch: int
     diverged: str | None = None  # the reason, when training stopped on a non-finite loss
+    recalibration_seconds: float = 0.0  # part of `seconds`: BatchNorm statistics after training
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
@@ -159,11 +160,13 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
             return TrainResult(time.perf_counter() - started, step_index + 1, images / n, images,
                                loss_value, precision, channels_last, micro,
                                diverged=f"loss became {loss_value} at step {step_index + 1}")
+    recalibration_started = time.perf_counter()
     recalibrate_batchnorm(model, train_x, memory_format, batch_size=micro)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return TrainResult(time.perf_counter() - started, total_steps, images / n, images, loss_value,
-                       precision, channels_last, micro)
+    finished = time.perf_counter()
+    return TrainResult(finished - started, total_steps, images / n, images, loss_value,
+                       precision, channels_last, micro, recalibration_seconds=finished - recalibration_started)
 
 
 @torch.no_grad()
