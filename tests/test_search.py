@@ -46,7 +46,7 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["stopped"] == "budget"
-    assert elapsed < 20 + 15  # the budget plus start-up and a small grace
+    assert elapsed < 20 + 25  # the budget plus start-up (imports, data, reference point) and a grace
     study = load(tmp_path, "demo")
     before = len(study.trials)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
