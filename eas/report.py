@@ -6,7 +6,8 @@ Nothing here talks to Optuna beyond reading FrozenTrial fields in `records_from_
 Hypervolume convention: every objective is turned into a minimised, normalised value —
 1 - accuracy for accuracy, value / reference for costs — so the fixed reference point is
 (1, ..., 1) and the hypervolume lies in [0, 1]. The cost references are the largest
-architecture of the space, measured when the study was created, times 1.1.
+architecture of the space, measured when the study was created, times 1.1, or a constraint's
+limit where that is smaller.
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ def check_feasible_at_all(space, task, constraints: Constraints) -> None:
 
 
 def reference_point(space, task, meter_name: str) -> dict[str, float]:
-    """Cost references for the hypervolume: the largest arch of the space, measured now, x 1.1."""
+    """Cost references for the hypervolume: the largest arch of the space, measured now, x 1.1
+    (a constraint's limit replaces it when smaller, see prepare_study)."""
     import torch
 
     from eas.builder import build
@@ -167,7 +168,14 @@ def prepare_study(settings: SearchSettings, study_name: str, storage, space, tas
     if [d.name.lower() for d in study.directions] != directions:
         raise UserError(f"study {study_name!r} exists and is not an EAS study with these objectives")
     study.set_metric_names(list(settings.objectives))
-    study.set_user_attr(REFERENCE_KEY, reference_point(space, task, settings.meter))
+    reference = reference_point(space, task, settings.meter)
+    # A hard limit is the natural reference for its objective: nothing beyond it counts.
+    limits = Constraints.from_dict(settings.constraints)
+    for objective, limit in (("macs", limits.max_macs), ("params", limits.max_params),
+                             ("memory", limits.max_memory), ("latency", limits.max_latency_ms)):
+        if limit is not None and objective in reference:
+            reference[objective] = min(reference[objective], limit)
+    study.set_user_attr(REFERENCE_KEY, reference)
     study.set_user_attr("eas.created_by", versions())
     if settings.warm_start:
         enqueue_references(study, space, task, Constraints.from_dict(settings.constraints))

@@ -88,7 +88,7 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         f"batch {fidelity.get('batch_size')}",
         "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
         f"hypervolume {hypervolume(records, objectives, reference):.4f} (normalised; reference point: "
-        "accuracy 0 and the space's largest arch x 1.1)",
+        "accuracy 0 and the space's largest arch x 1.1, or the constraint limit)",
         "",
         f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off):",
         table(pareto_rows(front, knee_record), PARETO_HEADERS) if front else "  (no complete feasible trial yet)",

@@ -92,6 +92,7 @@ def test_constraints_are_checked_before_training_and_recorded(tmp_path):
     for trial in feasible:
         assert trial.constraints["max_macs"] <= 0 and trial.user_attrs["metrics"]["macs"] <= 400_000
     assert all(t.number in {b.number for b in feasible} for t in study.best_trials)
+    assert study.user_attrs["eas.reference_point"]["macs"] == 400_000  # the limit is the HV reference
 
 
 @pytest.mark.slow

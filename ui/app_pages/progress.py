@@ -15,7 +15,7 @@ if not history:
 reference = ", ".join(f"{k} {v:,.4g}" for k, v in study.reference.items())
 st.caption("Hypervolume of the feasible trials, normalised to [0, 1]: each objective is minimised "
            "(1 - accuracy, cost / reference) against the fixed reference point (1, …, 1). Cost references "
-           f"(the space's largest architecture x 1.1): {reference}.")
+           f"(the space's largest architecture x 1.1, or a constraint's limit): {reference}.")
 st.metric("hypervolume now", f"{history[-1]['hypervolume']:.4f}", help="after the last finished trial")
 for axis, title in (("trials", "against trials"), ("seconds", "against wall time"),
                     ("energy_j", "against energy spent by the search")):
