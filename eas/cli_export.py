@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from eas.cli import DataOption, DeviceOption, JsonOption, MeterOption, app, emit_json
-from eas.cli_search import StorageOption, load_eas_study
+from eas.cli_search import StorageOption
 from eas.errors import UserError
 
 
@@ -37,19 +37,16 @@ def export_command(
     limits = Constraints.parse(max_macs, max_params, max_memory, max_latency)
     check_study_name(study)
 
+    from eas.explorer import load_study
     from eas.export import export_trial, prepare_output
-    from eas.report import records_from_trials, select_trial
-    from eas.search import SETTINGS_KEY
-    from eas.storage import open_storage
+    from eas.report import select_trial
 
     prepare_output(out, force)
-    found = load_eas_study(study, open_storage(storage or default_url(study), must_exist=True))
-    settings = found.user_attrs[SETTINGS_KEY]
+    found = load_study(storage or default_url(study), study)  # read-only
+    settings = found.settings
     if not settings.get("input_shape"):
         raise UserError(f"study {study!r} does not record its input shape (made by an older EAS)")
-    records = records_from_trials(found.get_trials(deepcopy=False))
-    chosen = select_trial(records, tuple(settings["objectives"]), trial, pick,
-                          limits if limits.to_dict() else None)
+    chosen = select_trial(found.records, found.objectives, trial, pick, limits if limits.to_dict() else None)
     document = export_trial(chosen, settings, study, out, force=force, onnx=onnx)
     if as_json:
         emit_json(document)

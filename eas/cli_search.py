@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -137,7 +136,7 @@ def search_command(
     from eas.data import load_dataset
     from eas.evaluate import resolve_device
     from eas.search import check_feasible_at_all, prepare_study
-    from eas.storage import harden_sqlite, open_storage
+    from eas.storage import harden_sqlite, open_storage, safe_url
 
     resolve_device(device)
     torch.set_num_threads(threads or _threads_for(workers))
@@ -154,18 +153,12 @@ def search_command(
     harden_sqlite(opened)
     if not quiet and not as_json:
         verb = "created" if created else "resuming"
-        typer.echo(f"{verb} study {name!r} in {_safe(url)}: {len(found.trials)} trials so far; "
+        typer.echo(f"{verb} study {name!r} in {safe_url(url)}: {len(found.trials)} trials so far; "
                    f"{task.describe()['train']} training images, input {task.describe()['input_shape']}",
                    err=True)
     helpers = _start_workers(name, _absolute_sqlite(url), run_budget, workers - 1, seed, heartbeat,
                              timeout, _threads_for(workers))
     _run_and_report(found, settings, chosen_space, task, run_budget, timeout, seed, quiet, as_json, name, helpers)
-
-
-def _safe(url: str) -> str:
-    from eas.storage import safe_url
-
-    return safe_url(url)
 
 
 def _start_workers(name, url, budget, count, seed, heartbeat, timeout, threads) -> list[subprocess.Popen]:
@@ -236,35 +229,19 @@ def load_eas_study(name: str, storage):
     return found
 
 
-def _study_storages(storage: str | None) -> list[str]:
-    from eas.storage import studies_dir
-
-    if storage:
-        return [storage]
-    return [f"sqlite:///{p}" for p in sorted(Path(studies_dir()).glob("*.db"))]
-
-
 @app.command("studies")
 def studies_command(storage: StorageOption = None, as_json: JsonOption = False) -> None:
     """List studies with their trial counts (default: every file under studies/)."""
-    import optuna
-
-    from eas.report import counts, records_from_trials
-    from eas.search import SETTINGS_KEY
-    from eas.storage import open_storage
+    from eas.explorer import list_studies, load_study
+    from eas.report import counts
     from eas.units import table
 
     rows = []
-    for url in _study_storages(storage):
-        opened = open_storage(url, must_exist=True)
-        for summary in optuna.get_all_study_summaries(opened, include_best_trial=False):
-            found = optuna.load_study(study_name=summary.study_name, storage=opened)
-            settings = found.user_attrs.get(SETTINGS_KEY, {})
-            c = counts(records_from_trials(found.get_trials(deepcopy=False)))
-            started = summary.datetime_start.strftime("%Y-%m-%d %H:%M") if summary.datetime_start else "-"
-            rows.append({"study": summary.study_name, "space": settings.get("space_name", "-"),
-                         "data": settings.get("data", "-"), "started": started, "trials": summary.n_trials,
-                         **c, "storage": _safe(url)})
+    for row in list_studies(storage):
+        if row["error"]:
+            raise UserError(f"{row['storage']}: {row['error']}")
+        c = counts(load_study(row["url"], row["study"]).records)
+        rows.append({k: row[k] for k in ("study", "space", "data", "started", "trials", "storage")} | c)
     if as_json:
         emit_json(rows)
         return
@@ -283,17 +260,14 @@ def show_command(
     as_json: JsonOption = False,
 ) -> None:
     """Print a study's Pareto set with its knee point, or one trial in full."""
-    from eas.report import counts, hypervolume, knee, pareto_front, records_from_trials
-    from eas.search import REFERENCE_KEY, SETTINGS_KEY
-    from eas.storage import check_study_name, default_url, open_storage
+    from eas.explorer import load_study
+    from eas.report import counts, hypervolume, knee, pareto_front
+    from eas.storage import check_study_name, default_url
     from eas.summary import study_lines
 
     check_study_name(study)
-    found = load_eas_study(study, open_storage(storage or default_url(study), must_exist=True))
-    settings = found.user_attrs[SETTINGS_KEY]
-    objectives = tuple(settings["objectives"])
-    reference = found.user_attrs.get(REFERENCE_KEY, {})
-    records = records_from_trials(found.get_trials(deepcopy=False))
+    found = load_study(storage or default_url(study), study)  # read-only: show never writes
+    settings, objectives, reference, records = found.settings, found.objectives, found.reference, found.records
     if trial is not None:
         match = [r for r in records if r.number == trial]
         if not match:

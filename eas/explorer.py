@@ -102,10 +102,11 @@ def load_study(url: str, name: str) -> LoadedStudy:
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        raise UserError(f"no study {name!r} in this storage") from None
+        known = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        raise UserError(f"no study {name!r} in this storage (studies: {', '.join(known) or 'none'})") from None
     settings = study.user_attrs.get(SETTINGS_KEY)
     if settings is None:
-        raise UserError(f"study {name!r} is not an EAS study")
+        raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
     return LoadedStudy(name, url, settings, study.user_attrs.get(REFERENCE_KEY, {}),
                        records_from_trials(study.get_trials(deepcopy=False)))
 

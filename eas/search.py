@@ -101,19 +101,27 @@ def versions() -> dict:
 
 # -- study setup -----------------------------------------------------------------------------
 
+def counted_costs(arch, task):
+    """The model of `arch` for the task and the costs known without running it (MACs, params,
+    inference memory), keyed like Metrics so constraints apply to them directly."""
+    from eas.builder import build
+    from eas.cost import profile
+
+    model = build(arch, task.input_shape, task.num_classes)
+    cost = profile(model, task.input_shape)
+    return model, cost, {"macs": cost.macs, "params": cost.params,
+                         "memory_bytes_inference": cost.memory_bytes_inference}
+
+
 def check_feasible_at_all(space, task, constraints: Constraints) -> None:
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
     is touched (cost grows with every choice, so the smallest arch is a lower bound)."""
     import torch
 
-    from eas.builder import build
-    from eas.cost import profile
     from eas.measure import latency
 
     smallest, _ = space.extremes()
-    model = build(smallest, task.input_shape, task.num_classes)
-    cost = profile(model, task.input_shape)
-    metrics = {"macs": cost.macs, "params": cost.params, "memory_bytes_inference": cost.memory_bytes_inference}
+    model, _, metrics = counted_costs(smallest, task)
     if constraints.max_latency_ms is not None:
         metrics["latency_ms"] = latency(model.to(memory_format=torch.channels_last), task.input_shape,
                                         torch.device("cpu")).median_ms
@@ -130,15 +138,12 @@ def reference_point(space, task, meter_name: str) -> dict[str, float]:
     (a constraint's limit replaces it when smaller, see prepare_study)."""
     import torch
 
-    from eas.builder import build
-    from eas.cost import profile
     from eas.energy import make_meter
     from eas.measure import inference_energy, latency
 
     _, largest = space.extremes()
     device = torch.device("cpu")
-    model = build(largest, task.input_shape, task.num_classes)
-    cost = profile(model, task.input_shape)
+    model, cost, _ = counted_costs(largest, task)
     model = model.to(memory_format=torch.channels_last)
     meter, _ = make_meter(meter_name)
     measured = {
@@ -187,8 +192,6 @@ def prepare_study(settings: SearchSettings, study_name: str, storage, space, tas
 def enqueue_references(study, space, task, constraints: Constraints) -> list[str]:
     """Queue the reference architectures that this space can express and that meet the cheap
     constraints, so they are evaluated first."""
-    from eas.builder import build
-    from eas.cost import profile
     from eas.reference import REFERENCES, reference
 
     queued = []
@@ -196,8 +199,7 @@ def enqueue_references(study, space, task, constraints: Constraints) -> list[str
         params = space.params_of(reference(name))
         if params is None:
             continue
-        cost = profile(build(space.arch_from_params(params), task.input_shape, task.num_classes), task.input_shape)
-        cheap = {"macs": cost.macs, "params": cost.params, "memory_bytes_inference": cost.memory_bytes_inference}
+        _, _, cheap = counted_costs(space.arch_from_params(params), task)
         if all(v <= 0 for v in constraints.violations(cheap).values()):
             study.enqueue_trial(params, user_attrs={"warm_start": name}, skip_if_exists=True)
             queued.append(name)
