@@ -198,6 +198,7 @@ def worker_command(
     import torch
 
     from eas.data import load_dataset
+    from eas.explorer import find_eas_study
     from eas.search import SETTINGS_KEY, SearchSettings
     from eas.space import space_from_definition
     from eas.storage import harden_sqlite, open_storage
@@ -205,28 +206,13 @@ def worker_command(
     if threads:
         torch.set_num_threads(threads)
     opened = open_storage(url, heartbeat=heartbeat, must_exist=True)
-    found = load_eas_study(study, opened)
+    found = find_eas_study(study, opened)
     harden_sqlite(opened)
     settings = SearchSettings.from_dict(found.user_attrs[SETTINGS_KEY])
     task = load_dataset(settings.data, seed=settings.seed)
     space = space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
     _run_and_report(found, settings, space, task, run_budget, timeout,
                     seed if seed is not None else os.getpid(), quiet, False, study)
-
-
-def load_eas_study(name: str, storage):
-    import optuna
-
-    from eas.search import SETTINGS_KEY
-
-    try:
-        found = optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        known = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
-        raise UserError(f"no study {name!r} in this storage (studies: {', '.join(known) or 'none'})") from None
-    if SETTINGS_KEY not in found.user_attrs:
-        raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
-    return found
 
 
 @app.command("studies")

@@ -93,21 +93,27 @@ def list_studies(storage: str | None = None) -> list[dict]:
     return rows
 
 
-def load_study(url: str, name: str) -> LoadedStudy:
+def find_eas_study(name: str, storage):
+    """The Optuna study `name` in `storage`, refused unless EAS made it (its settings are stored)."""
     import optuna
 
-    from eas.search import REFERENCE_KEY, SETTINGS_KEY
+    from eas.search import SETTINGS_KEY
 
-    storage = open_readonly(url)
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         known = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         raise UserError(f"no study {name!r} in this storage (studies: {', '.join(known) or 'none'})") from None
-    settings = study.user_attrs.get(SETTINGS_KEY)
-    if settings is None:
+    if SETTINGS_KEY not in study.user_attrs:
         raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
-    return LoadedStudy(name, url, settings, study.user_attrs.get(REFERENCE_KEY, {}),
+    return study
+
+
+def load_study(url: str, name: str) -> LoadedStudy:
+    from eas.search import REFERENCE_KEY, SETTINGS_KEY
+
+    study = find_eas_study(name, open_readonly(url))
+    return LoadedStudy(name, url, study.user_attrs[SETTINGS_KEY], study.user_attrs.get(REFERENCE_KEY, {}),
                        records_from_trials(study.get_trials(deepcopy=False)))
 
 
