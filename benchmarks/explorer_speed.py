@@ -21,11 +21,13 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from sqlalchemy import event
 
-from eas.explorer import load_study, trial_rows
+from eas.explorer import trial_rows
 from eas.figures import pareto_figure
 from eas.report import minimised, pareto_mask
-from eas.search import REFERENCE_KEY, SETTINGS_KEY, SearchSettings
 from eas.space import load_space
+from eas.study import schema
+from eas.study.reader import load_study
+from eas.study.schema import SearchSettings
 from eas.units import table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +47,9 @@ def write_study(url: str, n: int) -> None:
     study = optuna.create_study(study_name="big", storage=storage, directions=["maximize"] + ["minimize"] * 3)
     settings = SearchSettings(space_name="tiny", space=space.definition, data="fashion-mnist", objectives=objectives,
                               constraints={}, fidelity={"epochs": 1.0}, input_shape=(1, 28, 28), num_classes=10)
-    study.set_user_attr(SETTINGS_KEY, settings.to_dict())
-    study.set_user_attr(REFERENCE_KEY, {"macs": 2.5e6, "params": 5e4, "energy": 1.0})
+    study.set_user_attr(schema.REFERENCE, {"macs": 2.5e6, "params": 5e4, "energy": 1.0})
+    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
+    study.set_user_attr(schema.SETTINGS, settings.to_dict())
     rng = np.random.default_rng(0)
     params = space.parameters()
     distributions = {k: CategoricalDistribution(v) for k, v in params.items()}
@@ -91,7 +94,7 @@ def main() -> None:
         from streamlit.testing.v1 import AppTest
 
         os.environ["EAS_UI_STORAGE"] = url
-        app = AppTest.from_file(str(ROOT / "ui" / "app.py"), default_timeout=300)
+        app = AppTest.from_file(str(ROOT / "eas" / "ui" / "app.py"), default_timeout=300)
         app.run()
         app.switch_page("app_pages/pareto.py")
         _, cold_s = timed(app.run)
@@ -101,7 +104,7 @@ def main() -> None:
     n = args.trials
     print(f"\nstudy of {n:,} trials ({write_s:.0f} s to write it)\n")
     print(table([
-        ["load trials (read-only Optuna storage)", f"{load_s:.2f}", ""],
+        ["load trials (read-only SQL on Optuna's tables)", f"{load_s:.2f}", ""],
         ["trial rows + Pareto set + knee", f"{rows_s:.2f}", ""],
         ["Pareto scatter figure", f"{figure_s:.2f}", ""],
         [f"Pareto mask, {n:,} points (eas.report)", f"{mask_s:.3f}", "1.00x"],

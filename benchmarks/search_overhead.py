@@ -14,13 +14,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from eas.data import load_dataset
 from eas.evaluate import evaluate
+from eas.live_view import LiveStudy
 from eas.objectives import DEFAULT_OBJECTIVES
 from eas.progress import SearchProgress
-from eas.search import REFERENCE_KEY, Budget, SearchSettings, prepare_study, run_search
+from eas.search import Budget, prepare_study, run_search
 from eas.space import load_space
-from eas.storage import harden_sqlite, open_storage
+from eas.study.reader import StudyReader
+from eas.study.schema import SearchSettings
+from eas.study.storage import harden_sqlite, open_storage
 from eas.train import Fidelity
 from eas.units import table
 
@@ -39,13 +44,17 @@ def main() -> None:
                               objectives=DEFAULT_OBJECTIVES, constraints={}, fidelity=fidelity.to_dict(),
                               warm_start=False)
     with tempfile.TemporaryDirectory() as folder:
-        storage = open_storage(f"sqlite:///{Path(folder) / 'bench.db'}", heartbeat=10)
-        study, _ = prepare_study(settings, "bench", storage, space, task)
+        url = f"sqlite:///{Path(folder) / 'bench.db'}"
+        storage = open_storage(url, heartbeat=10)
+        study, _ = prepare_study(settings, "bench", storage, space, task, torch.device("cpu"))
         harden_sqlite(storage)
+        reader = StudyReader(url, "bench")
+        live = LiveStudy(reader, settings.objectives, reader.reference)
         budget = Budget(trials=args.trials)
-        progress = SearchProgress(budget, settings.objectives, study.user_attrs[REFERENCE_KEY], enabled=True)
+        progress = SearchProgress(budget, enabled=True)
         started = time.perf_counter()
-        summary = run_search(study, settings, space, task, budget, trial_timeout=600, seed=0, on_trial=progress)
+        summary = run_search(study, settings, space, task, live, budget, trial_timeout=600, seed=0,
+                             on_trial=progress)
         search_wall = time.perf_counter() - started
         progress.close()
         genomes = [t.user_attrs["genome"] for t in study.trials if "cached_from" not in t.user_attrs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from eas.blocks import Network
+from eas.bounds import check_buildable
 from eas.genome import Arch
 
 
@@ -15,9 +16,11 @@ def arch_spec(arch: Arch) -> dict:
 
 def build(arch: Arch | str, input_shape: tuple[int, int, int] = (3, 224, 224),
           num_classes: int = 1000) -> Network:
-    """Build the PyTorch model of `arch` for inputs of shape (C, H, W) and K classes."""
+    """Build the PyTorch model of `arch` for inputs of shape (C, H, W) and K classes; refused
+    before anything is allocated when it would exceed eas.bounds."""
     if isinstance(arch, str):
         arch = Arch.decode(arch)
+    check_buildable(arch, input_shape, num_classes)
     spec = arch_spec(arch)
     model = Network(spec["stem"], spec["stages"], spec["head"], input_shape[0], num_classes)
     model.genome = arch.encode()

@@ -1,9 +1,13 @@
 """Training checkpoints without pickle: tensors in safetensors files, the rest in JSON.
 
 A checkpoint folder holds model.safetensors, optimizer.safetensors (the optimiser's per-
-parameter tensors), and state.json (optimiser hyper-parameters and scalars, scheduler state,
-epoch, step, metrics so far). The torch RNG state is a tensor too. Folders are written to a
-temporary name and renamed, so a kill -9 never leaves half a checkpoint.
+parameter tensors and the RNG states), and state.json (optimiser hyper-parameters and scalars,
+scheduler state, epoch, step, metrics so far).
+
+A kill at any instant leaves a resumable run. A new checkpoint is written whole into
+`checkpoint.partial`; then the current one is renamed `checkpoint.old`, the partial one
+becomes `checkpoint`, and the old one is removed. Whatever step a kill interrupts, either
+`checkpoint` or `checkpoint.old` is complete, and `recover_checkpoint` puts it back in place.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from eas.errors import UserError
 
 
 def _split_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
@@ -36,36 +43,69 @@ def _join_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
+def _sibling(folder: Path, suffix: str) -> Path:
+    return folder.with_name(folder.name + suffix)
+
+
+def recover_checkpoint(folder: Path) -> bool:
+    """Finish or undo a save that a kill interrupted; True when a complete checkpoint is in place."""
+    folder = Path(folder)
+    old, partial = _sibling(folder, ".old"), _sibling(folder, ".partial")
+    if not folder.exists() and old.exists():
+        os.replace(old, folder)  # killed between the two renames: the old one is complete
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(partial, ignore_errors=True)  # never renamed into place: maybe incomplete
+    return folder.exists()
+
+
 def save_checkpoint(folder: Path, model, optimizer, scheduler, progress: dict) -> None:
     folder = Path(folder)
-    partial = folder.with_name(folder.name + ".partial")
+    partial, old = _sibling(folder, ".partial"), _sibling(folder, ".old")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(weights, str(partial / "model.safetensors"))
     tensors, meta = _split_optimizer(optimizer.state_dict())
     tensors["rng.torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        for index, state in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{index}"] = state
     save_file(tensors, str(partial / "optimizer.safetensors"))
     state = {"optimizer": meta, "scheduler": scheduler.state_dict(), "progress": progress}
     (partial / "state.json").write_text(json.dumps(state, default=float))
-    old = folder.with_name(folder.name + ".old")
     if folder.exists():
+        shutil.rmtree(old, ignore_errors=True)  # a leftover from an earlier kill
         os.replace(folder, old)
     os.replace(partial, folder)
     shutil.rmtree(old, ignore_errors=True)
 
 
 def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict:
-    """Restore model, optimiser, scheduler and RNG in place; returns the saved progress."""
+    """Restore model, optimiser, scheduler and RNG states in place; returns the saved progress."""
     folder = Path(folder)
-    model.load_state_dict(load_file(str(folder / "model.safetensors")))
-    tensors = load_file(str(folder / "optimizer.safetensors"))
-    torch.set_rng_state(tensors.pop("rng.torch"))
-    state = json.loads((folder / "state.json").read_text())
-    optimizer.load_state_dict(_join_optimizer(tensors, state["optimizer"]))
-    scheduler.load_state_dict(state["scheduler"])
-    return state["progress"]
+    try:
+        state = json.loads((folder / "state.json").read_text())
+        model.load_state_dict(load_file(str(folder / "model.safetensors")))
+        tensors = load_file(str(folder / "optimizer.safetensors"))
+        cpu_state = tensors.pop("rng.torch")
+        cuda_states = [tensors.pop(k) for k in sorted((k for k in list(tensors) if k.startswith("rng.cuda.")),
+                                                      key=lambda k: int(k.rsplit(".", 1)[1]))]
+        optimizer.load_state_dict(_join_optimizer(tensors, state["optimizer"]))
+        scheduler.load_state_dict(state["scheduler"])
+        progress = state["progress"]
+        progress["plan"]  # noqa: B018  (a checkpoint without its plan cannot be resumed)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as error:
+        raise UserError(f"checkpoint {folder} is unreadable ({type(error).__name__}); "
+                        "run again with --restart to start over") from None
+    torch.set_rng_state(cpu_state)
+    if cuda_states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda_states[:torch.cuda.device_count()])
+    return progress
 
 
 def save_weights(path: Path, model) -> None:
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(path))
+    """Model weights, written to a temporary file and renamed: never half a file."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(partial))
+    os.replace(partial, path)

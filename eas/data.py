@@ -11,6 +11,7 @@ import gzip
 import os
 import pickle
 import urllib.request
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ FASHION_MNIST_FILES = {
     "train_x": "train-images-idx3-ubyte.gz", "train_y": "train-labels-idx1-ubyte.gz",
     "test_x": "t10k-images-idx3-ubyte.gz", "test_y": "t10k-labels-idx1-ubyte.gz",
 }
+
+
+MIN_SAMPLES = 10  # enough for a training, a validation and a test split
 
 
 class DataError(UserError):
@@ -205,9 +209,13 @@ def _imagefolder(path: str, resolution: int | None) -> RawData:
             if file.suffix.lower() not in suffixes:
                 continue
             try:
-                with Image.open(file) as image:
-                    image.load()
-            except (OSError, UnidentifiedImageError) as error:
+                with warnings.catch_warnings():
+                    # A decompression bomb (a small file that expands to gigapixels) is an error.
+                    warnings.simplefilter("error", Image.DecompressionBombWarning)
+                    with Image.open(file) as image:
+                        image.load()
+            except (OSError, UnidentifiedImageError, Image.DecompressionBombError,
+                    Image.DecompressionBombWarning) as error:
                 raise DataError(f"imagefolder: cannot read image {file}: {error}") from None
             mode = mode or ("L" if image.mode in ("L", "1", "I;16") else "RGB")
             image = image.convert(mode)
@@ -232,7 +240,7 @@ def _npz(path: str, resolution: int | None) -> RawData:
             if "x" not in archive or "y" not in archive:
                 raise DataError(f"npz: {path} must hold arrays 'x' and 'y' (has {', '.join(archive.files)})")
             x, y = archive["x"], archive["y"]
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError) as error:
         raise DataError(f"npz: cannot read {path}: {error}") from None
     if x.ndim == 3:
         x = x[:, None]
@@ -241,9 +249,27 @@ def _npz(path: str, resolution: int | None) -> RawData:
     if x.ndim != 4 or len(x) != len(y) or y.ndim != 1:
         raise DataError(f"npz: {path}: expected x of shape (N,H,W), (N,C,H,W) or (N,H,W,C) and y of "
                         f"shape (N,) (got {x.shape} and {y.shape})")
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"npz: {path}: images must be numbers (got dtype {x.dtype})")
     x = x.astype(np.float32) / (255.0 if x.dtype == np.uint8 else 1.0)
-    y = y.astype(np.int64)
-    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)))
+    y = integer_labels(y, f"npz: {path}")
+    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else ())
+
+
+def integer_labels(y: np.ndarray, where: str) -> np.ndarray:
+    """Class labels as int64: whole numbers 0..MAX_CLASSES-1, never silently truncated."""
+    from eas.bounds import MAX_CLASSES
+
+    if y.dtype == bool or not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.complexfloating):
+        raise DataError(f"{where}: labels must be integers (got dtype {y.dtype})")
+    if len(y) == 0:
+        return y.astype(np.int64)
+    if np.issubdtype(y.dtype, np.floating) and not (np.all(np.isfinite(y)) and np.all(y == np.round(y))):
+        raise DataError(f"{where}: labels must be whole numbers (got e.g. {y[y != np.round(y)][:1]})")
+    if y.min() < 0 or y.max() >= MAX_CLASSES:
+        raise DataError(f"{where}: labels must be class indices 0..{MAX_CLASSES - 1:,} "
+                        f"(got {y.min():g}..{y.max():g})")
+    return y.astype(np.int64)
 
 
 LOADERS: dict[str, Callable[[str, int | None], RawData]] = {
@@ -277,10 +303,21 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
     """
     import torch
 
+    from eas.bounds import MAX_SIDE, check_shape
+
+    if resolution is not None and not 1 <= resolution <= MAX_SIDE:
+        raise DataError(f"resolution must be 1..{MAX_SIDE} (got {resolution})")
     scheme, path = parse_spec(spec)
     raw = LOADERS[scheme](path, resolution)
+    if len(raw.train_y) < MIN_SAMPLES:
+        raise DataError(f"{spec}: needs at least {MIN_SAMPLES} samples to split into training, validation "
+                        f"and test sets (got {len(raw.train_y)})")
     if len(np.unique(raw.train_y)) < 2:
         raise DataError(f"{spec}: needs at least two classes")
+    try:
+        check_shape(raw.train_x.shape[1:], f"{spec}: image shape")
+    except UserError as error:
+        raise DataError(str(error)) from None
     rng = np.random.default_rng(seed)
     train_x, train_y, test_x, test_y = raw.train_x, raw.train_y, raw.test_x, raw.test_y
     if test_x is None:

@@ -21,7 +21,8 @@ from eas.energy import make_meter
 from eas.genome import Arch
 from eas.measure import inference_energy, latency
 from eas.objectives import Constraints
-from eas.train import Fidelity, evaluate_accuracy, train
+from eas.train import Fidelity, train
+from eas.train_step import evaluate_accuracy
 
 
 @dataclass(frozen=True)

@@ -73,11 +73,36 @@ def load_standalone(path: Path):
     return module
 
 
+# What a previous export folder may hold: the export itself and what `eas train` adds to it.
+EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data"}
+TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
+                 "report.json", "best.safetensors.partial", "model.safetensors.partial"}
+
+
+def _is_previous_export(folder: Path) -> bool:
+    names = {p.name for p in folder.iterdir()}
+    if "arch.json" not in names or not names <= EXPORT_FILES | TRAINED_FILES:
+        return False
+    try:
+        return json.loads((folder / "arch.json").read_text()).get("format") == ARCH_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def prepare_output(out: Path, force: bool) -> None:
+    """Refuse an output folder that cannot be written, or whose contents would be lost: without
+    --force only a new or empty folder; with --force also a folder holding a previous EAS
+    export and nothing else, never the current folder or one of its parents."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} exists and is not a folder")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise UserError(f"{out} exists and is not empty; use --force to replace it")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise UserError(f"{out} exists and is not empty; use --force to replace a previous export")
+        if Path.cwd().resolve().is_relative_to(out.resolve()):
+            raise UserError(f"--force never replaces the current folder or one of its parents ({out})")
+        if not _is_previous_export(out):
+            raise UserError(f"--force replaces only a folder that holds a previous EAS export and nothing else; "
+                            f"{out} holds other files, so it was left untouched")
     parent = out.resolve().parent
     if not parent.exists():
         raise UserError(f"folder {parent} does not exist")
@@ -88,13 +113,33 @@ def prepare_output(out: Path, force: bool) -> None:
         raise UserError(f"cannot write to {parent}: {error.strerror}") from None
 
 
+def _replace_folder(work: Path, out: Path) -> None:
+    """Put the finished `work` folder at `out`. A previous export is moved aside first and
+    removed only once the new one is in place; if that fails, it is put back."""
+    if not out.exists():
+        work.rename(out)
+        return
+    aside = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.previous-"))
+    aside.rmdir()
+    out.rename(aside)
+    try:
+        work.rename(out)
+    except OSError:
+        aside.rename(out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
                  onnx: bool = True) -> dict:
     """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
+    from eas.bounds import check_buildable, check_classes, check_shape
+
     prepare_output(out, force)
     arch = Arch.decode(record.genome)
-    input_shape = tuple(settings["input_shape"])
-    num_classes = int(settings["num_classes"])
+    input_shape = check_shape(settings["input_shape"], "stored input shape")
+    num_classes = check_classes(settings["num_classes"], "stored number of classes")
+    check_buildable(arch, input_shape, num_classes)
     stored = record.metrics
     work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
     try:
@@ -105,17 +150,15 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
         cost = profile(model, input_shape)
         checks = {"params": cost.params, "macs": cost.macs}
         if (cost.params, cost.macs) != (stored.get("params"), stored.get("macs")):
-            raise RuntimeError(f"exported model has {cost.params} params / {cost.macs} MACs, the study "
-                               f"stored {stored.get('params')} / {stored.get('macs')}")
+            raise UserError(f"trial {record.number}: its genome builds {cost.params:,} params / {cost.macs:,} MACs, "
+                            f"but the study stored {stored.get('params')} / {stored.get('macs')}; not exported")
         example = torch.randn(2, *input_shape)
         checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
         if onnx:
             checks.update(_export_onnx(model, example, work / "model.onnx"))
         document = arch_document(record, settings, study_name, checks)
         (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
-        if out.exists():
-            shutil.rmtree(out)
-        work.rename(out)
+        _replace_folder(work, out)
         return document
     finally:
         if work.exists():
@@ -124,7 +167,7 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
 
 def arch_document(record, settings: dict, study_name: str, checks: dict | None = None) -> dict:
     """What arch.json holds; the explorer's download button uses it too."""
-    from eas.search import versions
+    from eas.provenance import versions
 
     stored = record.metrics
     arch = Arch.decode(record.genome)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from eas.objectives import OBJECTIVES
@@ -26,7 +28,8 @@ def metric(name: str) -> str:
 
 
 def _hover(rows: list[dict]) -> list[str]:
-    return ["<br>".join(f"{k}: {row[k]:.4g}" if isinstance(row[k], float) else f"{k}: {row[k]}"
+    # Plotly renders a little HTML in hover text (links, bold): stored strings are escaped.
+    return ["<br>".join(f"{k}: {row[k]:.4g}" if isinstance(row[k], float) else f"{k}: {html.escape(str(row[k]))}"
                         for k in HOVER_FIELDS) for row in rows]
 
 

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from eas.builder import build
-from eas.checkpoint import load_checkpoint, save_checkpoint, save_weights
+from eas.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint, save_weights
 from eas.energy import make_meter
 from eas.errors import UserError
 from eas.evaluate import resolve_device
 from eas.green import DEFAULT_GRID_G_PER_KWH, efficiency_report
-from eas.train import evaluate_accuracy, recalibrate_batchnorm, resolve_precision
+from eas.train_step import (
+    MIN_BATCH,
+    TrainStep,
+    evaluate_accuracy,
+    recalibrate_batchnorm,
+    resolve_precision,
+    warmup_cosine,
+)
 
 
 @dataclass(frozen=True)
@@ -43,21 +50,37 @@ class TrainPlan:
     MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed")
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.accumulate < 1:
-            raise UserError("epochs, batch size and accumulation steps must be at least 1")
-        if self.batch_size % self.accumulate:
-            raise UserError(f"--batch-size {self.batch_size} is not divisible by --accumulate {self.accumulate}")
+        from eas.train import Fidelity
+
+        if self.epochs < 1 or self.accumulate < 1:
+            raise UserError("epochs and accumulation steps must be at least 1")
+        Fidelity(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
+                 precision=self.precision)  # the same checks as a proxy fidelity
+        if self.batch_size % self.accumulate or self.batch_size // self.accumulate < MIN_BATCH:
+            raise UserError(f"--batch-size {self.batch_size} must split into --accumulate {self.accumulate} "
+                            f"micro-batches of at least {MIN_BATCH} images each")
+        if self.seed < 0:
+            raise UserError(f"--seed must be at least 0 (got {self.seed})")
 
 
 def read_arch(folder: Path) -> dict:
+    """arch.json of an export, checked: a genome that decodes, a sane shape and class count."""
+    from eas.bounds import check_buildable, check_classes, check_shape
+    from eas.genome import Arch
+
     path = Path(folder) / "arch.json"
     if not path.exists():
         raise UserError(f"{folder} holds no arch.json (make one with `eas export`)")
     try:
         document = json.loads(path.read_text())
-        document["genome"], document["task"]["input_shape"], document["task"]["num_classes"]  # noqa: B018
+        genome, task = document["genome"], document["task"]
+        shape = check_shape(task["input_shape"], f"{path}: input_shape")
+        classes = check_classes(task["num_classes"], f"{path}: num_classes")
+        check_buildable(Arch.decode(genome), shape, classes)
     except (ValueError, KeyError, TypeError) as error:
-        raise UserError(f"{path} is not an EAS architecture file ({error})") from None
+        raise UserError(f"{path} is not an EAS architecture file ({type(error).__name__}: {error})") from None
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
     return document
 
 
@@ -69,12 +92,6 @@ def check_task_fits(document: dict, task) -> None:
                         f"{want_shape[0]}")
     if task.num_classes != want_classes:
         raise UserError(f"data {task.name} has {task.num_classes} classes; the architecture expects {want_classes}")
-
-
-def _schedule(optimizer, total_steps: int):
-    warmup = max(1, total_steps // 20)
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
-        (s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(1.0, s / total_steps)))))
 
 
 def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto", meter_name: str = "auto",
@@ -93,26 +110,24 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=plan.weight_decay)
     n = len(task.train_y)
     steps_per_epoch = math.ceil(n / plan.batch_size)
-    scheduler = _schedule(optimizer, plan.epochs * steps_per_epoch)
+    scheduler = warmup_cosine(optimizer, plan.epochs * steps_per_epoch)
     checkpoint = folder / "checkpoint"
     progress = {"epoch": 0, "step": 0, "global_step": 0, "energy_j": 0.0, "train_seconds": 0.0,
                 "best_accuracy": -1.0, "best_epoch": None, "bad_epochs": 0, "time_to_target_s": None,
                 "history": [], "plan": asdict(plan), "done": False}
-    if checkpoint.exists() and not restart:
-        saved = json.loads((checkpoint / "state.json").read_text())["progress"]["plan"]
-        different = [k for k in TrainPlan.MUST_MATCH if saved.get(k) != getattr(plan, k)]
+    if not restart and recover_checkpoint(checkpoint):
+        saved = load_checkpoint(checkpoint, model, optimizer, scheduler)
+        different = [k for k in TrainPlan.MUST_MATCH if saved["plan"].get(k) != getattr(plan, k)]
         if different:
             raise UserError(f"{checkpoint} was made with different {', '.join(different)}; use the same "
                             "options to resume, or --restart to start over")
-        progress = load_checkpoint(checkpoint, model, optimizer, scheduler)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    loss_fn = nn.CrossEntropyLoss()
+        progress = saved
     train_x, train_y = task.train_x.to(device), task.train_y.to(device)
     micro = plan.batch_size // plan.accumulate
+    train_step = TrainStep(model, optimizer, device, precision, micro_batch=micro)
 
     bar = None
-    if show_progress:
+    if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
         from tqdm import tqdm
 
         bar = tqdm(total=plan.epochs * steps_per_epoch, initial=progress["global_step"], unit="step",
@@ -136,20 +151,11 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     while progress["epoch"] < plan.epochs and not progress["done"]:
         epoch = progress["epoch"]
         order = torch.randperm(n, generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch)).to(device)
-        model.train()
+        step_loss = math.nan
         for step in range(progress["step"], steps_per_epoch):
             index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            step_loss = 0.0
-            for start in range(0, len(index), micro):
-                chunk = index[start:start + micro]
-                x = train_x[chunk].contiguous(memory_format=torch.channels_last)
-                with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                    loss = loss_fn(model(x), train_y[chunk]) * (len(chunk) / len(index))
-                scaler.scale(loss).backward()
-                step_loss += loss.item()
-            scaler.step(optimizer)
-            scaler.update()
+            if len(index) >= MIN_BATCH:  # a last batch of one image cannot train BatchNorm
+                step_loss = train_step(train_x[index], train_y[index])
             scheduler.step()
             progress["step"], progress["global_step"] = step + 1, progress["global_step"] + 1
             if bar is not None:
@@ -159,11 +165,14 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
             if progress["global_step"] % plan.checkpoint_steps == 0 or (
                     time.monotonic() - last_checkpoint > 60 * plan.checkpoint_minutes):
                 checkpoint_now()
-        recalibrate_batchnorm(model, train_x, torch.channels_last, batch_size=micro)
+        recalibrate_batchnorm(model, train_x, torch.channels_last, batch_size=train_step.micro_batch)
         accuracy, val_loss = evaluate_accuracy(model, task.val_x, task.val_y, device)
         bank_energy_and_time()
         progress["history"].append({"epoch": epoch + 1, "val_accuracy": accuracy, "val_loss": val_loss,
                                     "train_seconds": progress["train_seconds"], "energy_j": progress["energy_j"]})
+        if show_progress and bar is None:
+            print(f"epoch {epoch + 1}/{plan.epochs}: validation accuracy {accuracy:.2%}, loss {val_loss:.3f}, "
+                  f"{progress['train_seconds']:.0f} s", file=sys.stderr, flush=True)
         if plan.target is not None and progress["time_to_target_s"] is None and accuracy >= plan.target:
             progress["time_to_target_s"] = progress["train_seconds"]
         if accuracy > progress["best_accuracy"]:

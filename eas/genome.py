@@ -173,9 +173,17 @@ class Arch:
             stages.append(_build_part(Stage, part, kind))
         return cls(stem, tuple(stages), _build_part(Head, parts[-1], "head"))
 
+    def canonical(self) -> Arch:
+        """The same network with fields that change nothing set to fixed values, so genomes that
+        build the same network are equal (as NAS-Bench-101 prunes a spec before hashing it).
+        A head without its 1x1 conv and hidden layer has no activation to choose."""
+        if self.head.width == 0 and self.head.ffn == 0 and self.head.act != ACTIVATIONS[0]:
+            return Arch(self.stem, self.stages, replace(self.head, act=ACTIVATIONS[0]))
+        return self
+
     def canonical_hash(self) -> str:
-        """Equal architectures have equal hashes, whatever token order they were written in."""
-        return hashlib.sha256(self.encode().encode()).hexdigest()[:16]
+        """Equal for genomes that build the same network, whatever token order or unused field."""
+        return hashlib.sha256(self.canonical().encode().encode()).hexdigest()[:16]
 
     def with_strides(self, strides: list[int]) -> Arch:
         """The same arch with the stem's and each stage's stride replaced, in order."""

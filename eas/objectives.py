@@ -7,6 +7,7 @@ training, so an infeasible candidate costs milliseconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from eas.errors import UserError
@@ -69,12 +70,14 @@ class Constraints:
     def violations(self, metrics: dict) -> dict[str, float]:
         """Constraint name -> relative excess (> 0 means violated) for each limit that is set.
 
-        Relative (value / limit - 1) so that constraints of different units compare."""
+        Relative (value / limit - 1) so that constraints of different units compare. A metric
+        that was not measured (None or NaN: the latency of a candidate already over its MACs
+        limit) has no entry: it must not poison the limits that were checked."""
         result = {}
         for name, metric in self.METRICS.items():
-            limit = getattr(self, name)
-            if limit is not None and metric in metrics:
-                result[name] = metrics[metric] / limit - 1.0
+            limit, value = getattr(self, name), metrics.get(metric)
+            if limit is not None and isinstance(value, (int, float)) and math.isfinite(value):
+                result[name] = value / limit - 1.0
         return result
 
     def to_dict(self) -> dict:
@@ -82,4 +85,9 @@ class Constraints:
 
     @classmethod
     def from_dict(cls, data: dict) -> Constraints:
+        """Limits as stored in a study (untrusted): unknown names or non-numbers are refused."""
+        if not isinstance(data, dict) or any(k not in cls.METRICS or isinstance(v, bool)
+                                             or not isinstance(v, (int, float)) or not v > 0
+                                             for k, v in data.items()):
+            raise UserError(f"malformed constraints {str(data)[:80]!r} (known: {', '.join(cls.METRICS)})")
         return cls(**data)

@@ -1,4 +1,9 @@
-"""A live progress line for searches: elapsed/budget, trial counts, Pareto size, hypervolume."""
+"""The live progress of a search: elapsed/budget, trial counts, Pareto size, hypervolume.
+
+On a terminal it is one updating line; in a log (stderr not a terminal) it is one plain line
+per finished trial instead of hundreds of carriage-return updates. The numbers come from the
+search's LiveStudy, so a line costs the same at trial 10 as at trial 10,000.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +11,30 @@ import sys
 import threading
 import time
 
-from eas.report import counts, hypervolume, pareto_front, records_from_trials
+from eas.units import format_duration
+
+
+def status_text(live) -> str:
+    c = live.counts
+    return (f"{c['complete']} done, {c['failed']} failed, {c['infeasible']} infeasible, {c['pruned']} cut"
+            + (f", {c['broken']} broken" if c["broken"] else "")
+            + f" | front {len(live.front)} | HV {live.hypervolume:.3f}")
 
 
 class SearchProgress:
-    def __init__(self, budget, objectives, reference, enabled: bool = True):
-        self.budget, self.objectives, self.reference = budget, objectives, reference
-        self.enabled = enabled
+    def __init__(self, budget, enabled: bool = True, stream=None):
+        self.budget, self.enabled = budget, enabled
+        self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self.postfix = "starting"
         self._stop = threading.Event()
         self._bar = None
-        if enabled:
+        if enabled and self.stream.isatty():
             from tqdm import tqdm
 
             total = budget.seconds or budget.trials
             unit = "s" if budget.seconds else "trial"
-            self._bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True,
+            self._bar = tqdm(total=total, unit=unit, file=self.stream, dynamic_ncols=True,
                              bar_format="{l_bar}{bar}| {elapsed}/{total_fmt}{unit} {postfix}"
                              if budget.seconds else None)
             if budget.seconds:
@@ -39,16 +51,15 @@ class SearchProgress:
             self._bar.n = min(self.budget.seconds, round(time.monotonic() - self.started))
         self._bar.set_postfix_str(self.postfix, refresh=True)
 
-    def __call__(self, study, summary) -> None:
+    def __call__(self, live, summary) -> None:
         if not self.enabled:
             return
-        records = records_from_trials(study.get_trials(deepcopy=False))
-        c = counts(records)
-        front = pareto_front(records, self.objectives)
-        self.postfix = (f"{c['complete']} done, {c['failed']} failed, {c['infeasible']} infeasible, "
-                        f"{c['pruned']} cut | front {len(front)} | HV "
-                        f"{hypervolume(records, self.objectives, self.reference):.3f}")
-        if not self.budget.seconds and self._bar is not None:
+        self.postfix = status_text(live)
+        if self._bar is None:
+            print(f"[{format_duration(time.monotonic() - self.started)}] trial {summary.trials}: {self.postfix}",
+                  file=self.stream, flush=True)
+            return
+        if not self.budget.seconds:
             self._bar.n = summary.trials
         self._show()
 

@@ -1,7 +1,7 @@
-"""Pure functions over a study's trials: records, Pareto set, hypervolume, knee point, history.
+"""Pure functions over a study's trial records: Pareto set, hypervolume, knee point, history.
 
 The CLI and the Streamlit explorer both show what these return, so both show the same numbers.
-Nothing here talks to Optuna beyond reading FrozenTrial fields in `records_from_trials`.
+Nothing here talks to a storage: records come from eas.study.reader.
 
 Hypervolume convention: every objective is turned into a minimised, normalised value —
 1 - accuracy for accuracy, value / reference for costs — so the fixed reference point is
@@ -13,58 +13,20 @@ limit where that is smaller.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from eas.objectives import OBJECTIVES
-
-STATES = ("complete", "infeasible", "pruned", "failed", "running", "waiting")
-_OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
-                  "WAITING": "waiting"}
+from eas.study import schema
+from eas.study.records import TrialRecord
 
 
-@dataclass(frozen=True)
-class TrialRecord:
-    number: int
-    state: str  # one of STATES; "infeasible" = complete but violating a constraint
-    genome: str | None
-    metrics: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-    started: float | None = None  # POSIX seconds
-    finished: float | None = None
-    reason: str | None = None
-
-    def value(self, objective: str) -> float:
-        value = self.metrics.get(OBJECTIVES[objective].metric)
-        return math.nan if value is None else float(value)
-
-
-def records_from_trials(trials) -> list[TrialRecord]:
-    """Optuna FrozenTrials -> TrialRecords (the only function here that knows Optuna's types)."""
-    records = []
-    for trial in trials:
-        state = _OPTUNA_STATES[trial.state.name]
-        attrs = trial.user_attrs
-        metrics = attrs.get("metrics") or {}
-        violated = any(v > 0 for v in trial.constraints.values())
-        if state == "complete" and (violated or attrs.get("status") == "infeasible"):
-            state = "infeasible"
-        records.append(TrialRecord(
-            number=trial.number, state=state, genome=attrs.get("genome"), metrics=metrics,
-            params=dict(trial.params),
-            started=trial.datetime_start.timestamp() if trial.datetime_start else None,
-            finished=trial.datetime_complete.timestamp() if trial.datetime_complete else None,
-            reason=attrs.get("reason") or metrics.get("reason"),
-        ))
-    return records
-
-
-def counts(records: list[TrialRecord]) -> dict[str, int]:
-    result = dict.fromkeys(STATES, 0)
-    for record in records:
-        result[record.state] += 1
-    return result
+def spent_energy_j(record: TrialRecord) -> float:
+    """Training energy this trial cost the search: none when it reused another trial's result."""
+    if schema.CACHED_FROM in record.attrs:
+        return 0.0
+    value = record.metrics.get("train_energy_j")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
 
 def minimised(records: list[TrialRecord], objectives: tuple[str, ...],
@@ -114,16 +76,20 @@ def pareto_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> lis
                   key=lambda r: -r.value(objectives[0]))
 
 
-def hypervolume(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> float:
-    """Normalised hypervolume of the feasible trials against the fixed reference point."""
+def hypervolume_of_points(points: np.ndarray) -> float:
+    """Hypervolume of normalised minimisation points against the reference point (1, ..., 1)."""
     from optuna._hypervolume import compute_hypervolume  # the one place Optuna's private HV is used
 
-    points = minimised(feasible(records, objectives), objectives, reference)
     points = points[np.all(points < 1.0, axis=1)] if len(points) else points
     if len(points) == 0:
         return 0.0
     points = points[pareto_mask(points)]
     return float(compute_hypervolume(points, np.ones(points.shape[1]), assume_pareto=True))
+
+
+def hypervolume(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> float:
+    """Normalised hypervolume of the feasible trials against the fixed reference point."""
+    return hypervolume_of_points(minimised(feasible(records, objectives), objectives, reference))
 
 
 def knee(front: list[TrialRecord], objectives: tuple[str, ...]) -> TrialRecord | None:
@@ -147,7 +113,7 @@ def hypervolume_history(records: list[TrialRecord], objectives: tuple[str, ...],
     history, seen, energy = [], [], 0.0
     for record in finished:
         seen.append(record)
-        energy += record.metrics.get("train_energy_j", 0.0) or 0.0
+        energy += spent_energy_j(record)
         history.append({"trial": record.number, "trials": len(seen), "seconds": record.finished - start,
                         "energy_j": energy, "hypervolume": hypervolume(seen, objectives, reference)})
     return history

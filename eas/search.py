@@ -1,29 +1,28 @@
 """The multi-objective search: study setup, samplers, the budget loop, warm start, workers.
 
-A study stores everything a worker needs in its user attributes (`eas.settings`: space,
-data, objectives, constraints, fidelity), so `eas worker --study NAME --storage URL` joins it
-from any machine. Each trial stores its genome and every metric; a trial rebuilds from its
-genome alone.
+A study stores everything a worker needs (eas.study.schema), so `eas worker --study NAME`
+joins it from any machine. Each trial stores its genome and every metric; a trial rebuilds
+from its genome alone.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import platform
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from eas.errors import UserError
 from eas.objectives import OBJECTIVES, Constraints
+from eas.study import schema
+from eas.study.schema import SearchSettings
 from eas.units import parse_seconds
 
-SETTINGS_KEY = "eas.settings"
-REFERENCE_KEY = "eas.reference_point"
 MAX_CONSECUTIVE_INFEASIBLE = 200
 SAMPLER_NAMES = ("nsga2", "tpe", "gp", "random")
+MAX_BUDGET_SECONDS = 366 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -37,42 +36,19 @@ class Budget:
     def parse(cls, budget: str | None, trials: int | None) -> Budget:
         if budget is None and trials is None:
             raise UserError("give a --budget (e.g. 2h, 90m, 1h30m) and/or --trials N")
-        if trials is not None and trials < 1:
-            raise UserError(f"--trials must be at least 1 (got {trials})")
-        return cls(parse_seconds(budget, "--budget") if budget else None, trials)
+        if trials is not None and not 1 <= trials <= 10_000_000:
+            raise UserError(f"--trials must be 1..10,000,000 (got {trials})")
+        seconds = parse_seconds(budget, "--budget") if budget else None
+        if seconds is not None and seconds > MAX_BUDGET_SECONDS:
+            raise UserError(f"--budget must be at most a year (got {budget[:40]!r})")
+        return cls(seconds, trials)
 
-
-@dataclass(frozen=True)
-class SearchSettings:
-    space_name: str
-    space: dict  # the full space definition, so workers elsewhere need no file
-    data: str
-    objectives: tuple[str, ...]
-    constraints: dict
-    fidelity: dict
-    sampler: str = "nsga2"
-    seed: int = 0
-    device: str = "auto"
-    meter: str = "auto"
-    warm_start: bool = True
-    population: int = 16
-    input_shape: tuple[int, int, int] | None = None  # of the task, for export and the explorer
-    num_classes: int | None = None
-
-    # What must match when a study is resumed: anything that changes what a result means.
-    MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity")
-
-    def to_dict(self) -> dict:
-        shape = list(self.input_shape) if self.input_shape else None
-        return {**asdict(self), "objectives": list(self.objectives), "input_shape": shape}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> SearchSettings:
-        shape = tuple(data["input_shape"]) if data.get("input_shape") else None
-        return cls(**{**data, "objectives": tuple(data["objectives"]), "input_shape": shape})
-
-    def mismatches(self, stored: SearchSettings) -> list[str]:
-        return [k for k in self.MUST_MATCH if getattr(self, k) != getattr(stored, k)]
+    def split(self, workers: int) -> list[Budget]:
+        """One budget per process so that together they run exactly `trials` trials."""
+        if self.trials is None:
+            return [self] * workers
+        shares = [self.trials // workers + (i < self.trials % workers) for i in range(workers)]
+        return [Budget(self.seconds, share) for share in shares if share]
 
 
 def make_sampler(name: str, seed: int, population: int):
@@ -89,42 +65,35 @@ def make_sampler(name: str, seed: int, population: int):
     return samplers[name]()
 
 
-def versions() -> dict:
-    import optuna
-    import torch
-
-    from eas import __version__
-
-    return {"eas": __version__, "torch": torch.__version__, "optuna": optuna.__version__,
-            "python": platform.python_version()}
-
-
 # -- study setup -----------------------------------------------------------------------------
 
-def counted_costs(arch, task):
-    """The model of `arch` for the task and the costs known without running it (MACs, params,
-    inference memory), keyed like Metrics so constraints apply to them directly."""
-    from eas.builder import build
-    from eas.cost import profile
+def counted_costs(arch, task) -> dict:
+    """The costs known without building or running `arch` (MACs, params, inference memory),
+    keyed like Metrics so constraints apply to them directly."""
+    from eas.arch_cost import arch_cost
 
-    model = build(arch, task.input_shape, task.num_classes)
-    cost = profile(model, task.input_shape)
-    return model, cost, {"macs": cost.macs, "params": cost.params,
-                         "memory_bytes_inference": cost.memory_bytes_inference}
+    cost = arch_cost(arch, task.input_shape, task.num_classes)
+    return {"macs": cost.macs, "params": cost.params, "memory_bytes_inference": cost.memory_bytes_inference}
 
 
-def check_feasible_at_all(space, task, constraints: Constraints) -> None:
-    """Refuse constraints that even the smallest arch of the space breaks, before any storage
-    is touched (cost grows with every choice, so the smallest arch is a lower bound)."""
+def _timed_model(arch, task, device):
     import torch
 
+    from eas.builder import build
+
+    return build(arch, task.input_shape, task.num_classes).to(device).to(memory_format=torch.channels_last)
+
+
+def check_feasible_at_all(space, task, constraints: Constraints, device) -> None:
+    """Refuse constraints that even the smallest arch of the space breaks, before any storage
+    is touched (cost grows with every choice, so the smallest arch is a lower bound). Latency
+    is measured on the device the trials will use."""
     from eas.measure import latency
 
     smallest, _ = space.extremes()
-    model, _, metrics = counted_costs(smallest, task)
+    metrics = counted_costs(smallest, task)
     if constraints.max_latency_ms is not None:
-        metrics["latency_ms"] = latency(model.to(memory_format=torch.channels_last), task.input_shape,
-                                        torch.device("cpu")).median_ms
+        metrics["latency_ms"] = latency(_timed_model(smallest, task, device), task.input_shape, device).median_ms
     broken = {k: v for k, v in constraints.violations(metrics).items() if v > 0}
     if broken:
         details = ", ".join(f"{k.removeprefix('max_')} {metrics[Constraints.METRICS[k]]:,.4g} > limit "
@@ -133,60 +102,46 @@ def check_feasible_at_all(space, task, constraints: Constraints) -> None:
                         f"smallest one has {details}")
 
 
-def reference_point(space, task, meter_name: str) -> dict[str, float]:
-    """Cost references for the hypervolume: the largest arch of the space, measured now, x 1.1
-    (a constraint's limit replaces it when smaller, see prepare_study)."""
+def reference_point(space, task, settings: SearchSettings, device) -> dict[str, float]:
+    """Cost references for the hypervolume: the largest arch of the space, measured now on the
+    trials' device, x 1.1; a constraint's limit replaces a reference where it is smaller.
+    The training-energy reference is a few measured training steps of the largest arch,
+    scaled to the fidelity's step count, x 1.5 (noisier than a count)."""
     import torch
 
     from eas.energy import make_meter
     from eas.measure import inference_energy, latency
+    from eas.train import Fidelity
+    from eas.train_step import TrainStep, resolve_precision
 
     _, largest = space.extremes()
-    device = torch.device("cpu")
-    model, cost, _ = counted_costs(largest, task)
-    model = model.to(memory_format=torch.channels_last)
-    meter, _ = make_meter(meter_name)
+    model = _timed_model(largest, task, device)
+    meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
+    costs = counted_costs(largest, task)
     measured = {
-        "macs": cost.macs, "params": cost.params, "memory": cost.memory_bytes_inference,
+        "macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
         "latency": latency(model, task.input_shape, device, repeats=5).median_ms,
         "energy": inference_energy(model, task.input_shape, device, meter, batch=64, min_seconds=0.1).joules,
-        "train_energy": None,
     }
-    return {k: 1.1 * v for k, v in measured.items() if v}
-
-
-def prepare_study(settings: SearchSettings, study_name: str, storage, space, task, quiet: bool = False):
-    """Create the study, or load it and check that it was made with the same settings."""
-    import optuna
-
-    directions = [OBJECTIVES[o].direction for o in settings.objectives]
-    study = optuna.create_study(study_name=study_name, storage=storage, directions=directions,
-                                load_if_exists=True)
-    stored = study.user_attrs.get(SETTINGS_KEY)
-    if stored is not None:
-        previous = SearchSettings.from_dict(stored)
-        different = settings.mismatches(previous)
-        if different:
-            raise UserError(f"study {study_name!r} exists with different {', '.join(different)}; "
-                            "use another --study name, or the same settings to resume it")
-        return study, False
-    if [d.name.lower() for d in study.directions] != directions:
-        raise UserError(f"study {study_name!r} exists and is not an EAS study with these objectives")
-    study.set_metric_names(list(settings.objectives))
-    reference = reference_point(space, task, settings.meter)
-    # A hard limit is the natural reference for its objective: nothing beyond it counts.
+    reference = {k: 1.1 * v for k, v in measured.items() if v}
+    if "train_energy" in settings.objectives:
+        fidelity = Fidelity(**settings.fidelity)
+        step = TrainStep(model, torch.optim.AdamW(model.parameters()), device,
+                         resolve_precision(fidelity.precision, device))
+        x = task.train_x[:fidelity.batch_size].to(device)
+        y = task.train_y[:fidelity.batch_size].to(device)
+        step(x, y)  # warm-up outside the window
+        token, steps = meter.start(), 3
+        for _ in range(steps):
+            step(x, y)
+        per_step = meter.stop(token).joules / steps
+        reference["train_energy"] = 1.5 * per_step * fidelity.total_steps(len(task.train_y))
     limits = Constraints.from_dict(settings.constraints)
     for objective, limit in (("macs", limits.max_macs), ("params", limits.max_params),
                              ("memory", limits.max_memory), ("latency", limits.max_latency_ms)):
         if limit is not None and objective in reference:
             reference[objective] = min(reference[objective], limit)
-    study.set_user_attr(REFERENCE_KEY, reference)
-    study.set_user_attr("eas.created_by", versions())
-    if settings.warm_start:
-        enqueue_references(study, space, task, Constraints.from_dict(settings.constraints))
-    # Settings last: a study without them is still being set up and is not joined by workers.
-    study.set_user_attr(SETTINGS_KEY, settings.to_dict())
-    return study, True
+    return reference
 
 
 def enqueue_references(study, space, task, constraints: Constraints) -> list[str]:
@@ -199,11 +154,23 @@ def enqueue_references(study, space, task, constraints: Constraints) -> list[str
         params = space.params_of(reference(name))
         if params is None:
             continue
-        _, _, cheap = counted_costs(space.arch_from_params(params), task)
+        cheap = counted_costs(space.arch_from_params(params), task)
         if all(v <= 0 for v in constraints.violations(cheap).values()):
-            study.enqueue_trial(params, user_attrs={"warm_start": name}, skip_if_exists=True)
+            study.enqueue_trial(params, user_attrs={schema.WARM_START: name}, skip_if_exists=True)
             queued.append(name)
     return queued
+
+
+def prepare_study(settings: SearchSettings, study_name: str, storage, space, task, device):
+    """(study, created): create the study, or load it and check it has the same settings."""
+    from eas.study.setup import create_or_resume
+
+    def warm_start(study) -> None:
+        if settings.warm_start:
+            enqueue_references(study, space, task, Constraints.from_dict(settings.constraints))
+
+    return create_or_resume(storage, study_name, settings, lambda: reference_point(space, task, settings, device),
+                            warm_start)
 
 
 # -- running trials --------------------------------------------------------------------------
@@ -224,11 +191,12 @@ class RunSummary:
 class TrialRunner:
     """The objective Optuna calls: sample, skip known genomes, evaluate, store everything."""
 
-    def __init__(self, settings: SearchSettings, space, task, deadline: float | None,
+    def __init__(self, settings: SearchSettings, space, task, live, deadline: float | None,
                  trial_timeout: float, summary: RunSummary):
+        from eas.provenance import versions
         from eas.train import Fidelity
 
-        self.settings, self.space, self.task = settings, space, task
+        self.settings, self.space, self.task, self.live = settings, space, task, live
         self.fidelity = Fidelity(**settings.fidelity)
         self.constraints = Constraints.from_dict(settings.constraints)
         self.deadline, self.trial_timeout, self.summary = deadline, trial_timeout, summary
@@ -239,22 +207,28 @@ class TrialRunner:
     def __call__(self, trial) -> list[float]:
         self.current_trial_id = trial._trial_id
         arch = self.space.sample(trial)
-        genome = arch.encode()
-        trial.set_user_attr("genome", genome)
-        trial.set_user_attr("worker", self.worker)
-        known = self._evaluated(trial.study, genome)
+        key = arch.canonical_hash()
+        trial.set_user_attr(schema.GENOME, arch.encode())
+        trial.set_user_attr(schema.GENOME_KEY, key)
+        trial.set_user_attr(schema.WORKER, self.worker)
+        self.live.refresh()  # results other workers stored meanwhile
+        known = self.live.known(key)
         if known is not None:
             self.summary.cached += 1
-            metrics = known.user_attrs["metrics"]
-            trial.set_user_attr("cached_from", known.number)
+            metrics = known.metrics
+            trial.set_user_attr(schema.CACHED_FROM, known.number)
         else:
             metrics = self._evaluate(trial, arch)
         # Few writes per trial: each is a transaction (35-250 ms on SQLite).
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("status", metrics["status"])
+        trial.set_user_attr(schema.METRICS, metrics)
+        trial.set_user_attr(schema.STATUS, metrics["status"])
         violations = metrics.get("violations") or {}
         for name in self.constraints.to_dict():
-            trial.set_constraint(name, float(violations.get(name, 0.0)))
+            # A limit that was not measured (latency of a candidate already over its MACs limit)
+            # is neutral: 0, never NaN, which Optuna would refuse.
+            value = violations.get(name)
+            trial.set_constraint(name, float(value) if isinstance(value, (int, float)) and math.isfinite(value)
+                                 else 0.0)
         return objective_values(metrics, self.settings.objectives)
 
     def _evaluate(self, trial, arch) -> dict:
@@ -281,24 +255,22 @@ class TrialRunner:
         self.summary.evaluate_seconds += result.evaluate_seconds
         return {**_flatten(result.to_dict()), "versions": self.versions}
 
-    def _evaluated(self, study, genome: str):
-        """A complete trial of the same genome (the fidelity is the study's, so results compare)."""
-        from optuna.trial import TrialState
-
-        for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if other.user_attrs.get("genome") == genome and "metrics" in other.user_attrs:
-                return other
-        return None
-
 
 def _set_outcome(trial, status: str, reason: str) -> None:
-    trial.set_user_attr("status", status)
-    trial.set_user_attr("reason", reason)
+    trial.set_user_attr(schema.STATUS, status)
+    trial.set_user_attr(schema.REASON, reason)
 
 
 def _flatten(metrics: dict) -> dict:
-    """Optuna attrs must be JSON: NaN becomes None."""
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+    """Optuna attrs must be JSON: NaN becomes None, in nested dicts too."""
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return clean(metrics)
 
 
 def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
@@ -316,7 +288,7 @@ def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
     return values
 
 
-def run_search(study, settings: SearchSettings, space, task, budget: Budget, trial_timeout: float,
+def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,
                seed: int, on_trial: Callable[[object, RunSummary], None] | None = None) -> RunSummary:
     """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible."""
     import optuna
@@ -326,19 +298,19 @@ def run_search(study, settings: SearchSettings, space, task, budget: Budget, tri
     study.sampler = make_sampler(settings.sampler, seed, settings.population)
     summary = RunSummary()
     deadline = time.monotonic() + budget.seconds if budget.seconds else None
-    runner = TrialRunner(settings, space, task, deadline, trial_timeout, summary)
+    runner = TrialRunner(settings, space, task, live, deadline, trial_timeout, summary)
     streak = {"infeasible": 0}
 
     def after_trial(study_, frozen) -> None:
         summary.trials += 1
-        infeasible = frozen.state == TrialState.COMPLETE and frozen.user_attrs.get("status") == "infeasible"
+        live.refresh()
+        infeasible = frozen.state == TrialState.COMPLETE and frozen.user_attrs.get(schema.STATUS) == "infeasible"
         streak["infeasible"] = streak["infeasible"] + 1 if infeasible else 0
-        if streak["infeasible"] >= MAX_CONSECUTIVE_INFEASIBLE and not any(
-                t.user_attrs.get("status") == "ok" for t in study_.get_trials(deepcopy=False)):
+        if streak["infeasible"] >= MAX_CONSECUTIVE_INFEASIBLE and not live.any_feasible:
             summary.stopped = "no-feasible"
             study_.stop()
         if on_trial:
-            on_trial(study_, summary)
+            on_trial(live, summary)
 
     try:
         study.optimize(runner, n_trials=budget.trials, timeout=budget.seconds, callbacks=[after_trial],
@@ -360,5 +332,5 @@ def _fail_if_running(study, trial_id: int | None) -> None:
         return
     storage = study._storage
     if storage.get_trial(trial_id).state == TrialState.RUNNING:
-        storage.set_trial_user_attr(trial_id, "reason", "interrupted by the user")
+        storage.set_trial_user_attr(trial_id, schema.REASON, "interrupted by the user")
         storage.set_trial_state_values(trial_id, TrialState.FAIL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eas.units import human, human_bytes, table
+from eas.units import human, human_bytes, printable, table
 
 
 def profile_lines(arch, cost) -> list[str]:
@@ -73,15 +73,16 @@ PARETO_HEADERS = ["trial", "accuracy", "MACs", "params", "energy", "latency", "g
 
 def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
     """What `eas show STUDY` prints: the study, its counts, hypervolume and Pareto set."""
-    from eas.report import counts, hypervolume, knee, pareto_front
+    from eas.report import hypervolume, knee, pareto_front
+    from eas.study.records import counts
 
     c = counts(records)
     front = pareto_front(records, objectives)
     knee_record = knee(front, objectives)
     fidelity = settings.get("fidelity", {})
     lines = [
-        f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
-        f"sampler {settings.get('sampler')}",
+        printable(f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
+                  f"sampler {settings.get('sampler')}"),
         f"objectives  {', '.join(objectives)}"
         + (f"; constraints {settings['constraints']}" if settings.get("constraints") else ""),
         f"fidelity    {fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
@@ -101,7 +102,8 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
 
 def run_lines(summary, budget, records, objectives, reference) -> list[str]:
     """The end-of-run summary: how the budget was spent."""
-    from eas.report import counts, hypervolume, pareto_front
+    from eas.report import hypervolume, pareto_front
+    from eas.study.records import counts
     from eas.units import format_duration
 
     c = counts(records)

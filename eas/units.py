@@ -16,8 +16,8 @@ _NUMBER = r"(\d+(?:\.\d+)?)"
 def parse_count(text: str, what: str) -> float:
     """'20M' -> 2e7, '500k' -> 5e5, '1.5G' -> 1.5e9."""
     match = re.fullmatch(_NUMBER + r"\s*([kKMGBT]?)", str(text).strip())
-    if not match or float(match.group(1)) <= 0:
-        raise UserError(f"{what}: expected a positive number with an optional k/M/G suffix (got {text!r})")
+    if not match or not 0 < float(match.group(1)) < 1e30:
+        raise UserError(f"{what}: expected a positive number with an optional k/M/G suffix (got {str(text)[:40]!r})")
     return float(match.group(1)) * _COUNT_SUFFIX[match.group(2)]
 
 
@@ -25,8 +25,8 @@ def parse_bytes(text: str, what: str) -> float:
     """'2GB' -> 2e9, '512MiB' -> 536870912, '100' -> 100 bytes."""
     match = re.fullmatch(_NUMBER + r"\s*([a-zA-Z]*)", str(text).strip())
     unit = match.group(2).upper() if match else ""
-    if not match or (unit or "B") not in _BYTES_SUFFIX or float(match.group(1)) <= 0:
-        raise UserError(f"{what}: expected a positive size like 2GB or 512MiB (got {text!r})")
+    if not match or (unit or "B") not in _BYTES_SUFFIX or not 0 < float(match.group(1)) < 1e30:
+        raise UserError(f"{what}: expected a positive size like 2GB or 512MiB (got {str(text)[:40]!r})")
     return float(match.group(1)) * _BYTES_SUFFIX[unit or "B"]
 
 
@@ -34,8 +34,8 @@ def parse_seconds(text: str, what: str) -> float:
     """'2h', '90m', '45s', '1h30m', '5ms' -> seconds. Must be positive."""
     text = str(text).strip()
     parts = re.findall(_NUMBER + r"(h|min|ms|us|m|s)", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise UserError(f"{what}: expected a duration like 2h, 90m, 45s or 1h30m (got {text!r})")
+    if not parts or "".join(n + u for n, u in parts) != text or len(text) > 40:
+        raise UserError(f"{what}: expected a duration like 2h, 90m, 45s or 1h30m (got {text[:40]!r})")
     seconds = sum(float(n) * _SECONDS_SUFFIX[u] for n, u in parts)
     if seconds <= 0:
         raise UserError(f"{what}: must be longer than zero (got {text!r})")
@@ -64,9 +64,18 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """Text safe to print on a terminal: control characters (escape sequences that could move
+    the cursor or rewrite the screen, planted in a shared study) shown as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
 def table(rows: list[list], headers: list[str]) -> str:
-    """A plain-text table with right-aligned numbers."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    """A plain-text table with right-aligned numbers; cells are made printable."""
+    cells = [[printable(h) for h in headers]] + [[printable(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     numeric = [all(_looks_numeric(row[i]) for row in cells[1:]) for i in range(len(headers))]
 

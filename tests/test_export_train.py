@@ -168,3 +168,48 @@ def test_checkpoint_with_other_settings_is_refused(exported, tmp_path):
     assert run_eas("train", str(folder), "--data", "digits", "--epochs", "1", "--quiet").returncode == 0
     assert_user_error(run_eas("train", str(folder), "--data", "digits", "--epochs", "1", "--lr", "0.1"), "--restart")
     assert not list(folder.glob("*.pkl")) and not list(folder.rglob("*.pt"))
+
+
+def test_force_never_deletes_what_is_not_an_export(study_root, exported, tmp_path):
+    root, env = study_root
+    studies = sorted(p.name for p in (root / "studies").iterdir())
+    assert_user_error(run_eas("export", "s", "--pick", "knee", "--out", "studies", "--force", env=env, cwd=root),
+                      "previous EAS export")
+    assert_user_error(run_eas("export", "s", "--pick", "knee", "--out", ".", "--force", env=env, cwd=root),
+                      "current folder")
+    assert_user_error(run_eas("export", "s", "--pick", "knee", "--out", "..", "--force", env=env,
+                              cwd=root / "studies"), "current folder")
+    assert sorted(p.name for p in (root / "studies").iterdir()) == studies
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "arch.json").write_text(json.dumps({"format": "eas-arch/1"}))
+    (mixed / "notes.txt").write_text("mine")
+    assert_user_error(run_eas("export", "s", "--pick", "knee", "--out", str(mixed), "--force", env=env, cwd=root),
+                      "other files")
+    assert (mixed / "notes.txt").read_text() == "mine"
+
+
+def test_force_replaces_a_previous_export_only_once_the_new_one_is_complete(study_root, exported, tmp_path,
+                                                                              monkeypatch):
+    from eas import export as export_module
+    from eas.study.reader import load_study
+
+    root, env = study_root
+    folder, document = exported
+    copy = tmp_path / "again"
+    assert run_eas("export", "s", "--pick", "smallest", "--out", str(copy), env=env, cwd=root).returncode == 0
+    before = tree_hash(copy)
+    study = load_study(f"sqlite:///{root / 'studies' / 's.db'}", "s")
+    record = next(r for r in study.records if r.number == document["provenance"]["trial"])
+
+    def broken_export(*args):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(export_module, "_export_pt2", broken_export)
+    with pytest.raises(RuntimeError):
+        export_module.export_trial(record, study.settings, "s", copy, force=True, onnx=False)
+    assert tree_hash(copy) == before  # the old export is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # nothing left aside
+    monkeypatch.undo()
+    export_module.export_trial(record, study.settings, "s", copy, force=True, onnx=False)
+    assert json.loads((copy / "arch.json").read_text())["provenance"]["trial"] == record.number

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eas.report import TrialRecord, counts, hypervolume, knee, pareto_front, pareto_mask
+from eas.report import hypervolume, knee, pareto_front, pareto_mask
+from eas.study.records import TrialRecord, counts
 
 OBJ = ("accuracy", "macs")
 
@@ -63,6 +64,6 @@ def test_large_front_is_fast_enough():
 
 
 def test_counts_cover_every_state():
-    states = ["complete", "infeasible", "pruned", "failed", "running", "waiting"]
+    states = ["complete", "infeasible", "pruned", "failed", "running", "waiting", "broken"]
     records = [record(i, 0.5, 1, s) for i, s in zip(itertools.count(), states, strict=False)]
     assert all(v == 1 for v in counts(records).values())

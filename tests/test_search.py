@@ -24,10 +24,8 @@ def env_for(tmp_path):
 
 
 def load(tmp_path, name):
-    """Read a study without creating tables: a search may be creating the file right now."""
-    from eas.explorer import open_readonly
-
-    return optuna.load_study(study_name=name, storage=open_readonly(f"sqlite:///{tmp_path / 'studies' / name}.db"))
+    """A study read through a plain Optuna storage, once EAS has finished writing it."""
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / name}.db")
 
 
 @pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("45s", 45), ("1h30m", 5400),
@@ -139,7 +137,20 @@ def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
 
 
 def snapshot(folder: Path) -> dict:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*"))}
+    """What each file holds: a SQLite database by its rows (a WAL checkpoint moves bytes without
+    changing content), anything else by its bytes."""
+    result = {}
+    for path in sorted(folder.glob("*")):
+        if path.name.endswith(("-wal", "-shm")):
+            continue
+        try:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            content = "\n".join(connection.iterdump()).encode()
+            connection.close()
+        except sqlite3.DatabaseError:
+            content = path.read_bytes()
+        result[path.name] = hashlib.sha256(content).hexdigest()
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +205,7 @@ def test_other_commands_bad_input(existing_studies, args, fragment):
 
 def test_corrupt_file_is_not_touched_by_preflight(tmp_path):
     from eas.errors import UserError
-    from eas.storage import preflight
+    from eas.study.storage import preflight
 
     path = tmp_path / "x.db"
     path.write_bytes(b"garbage" * 50)

@@ -9,7 +9,8 @@ from eas.builder import build
 from eas.data import load_dataset
 from eas.evaluate import evaluate
 from eas.objectives import Constraints
-from eas.train import Fidelity, TrialTimeout, evaluate_accuracy, train
+from eas.train import Fidelity, TrialTimeout, train
+from eas.train_step import evaluate_accuracy
 
 SMALL = "stem_c16_k3_s1_relu-ds_r1_k3_s2_c32_relu-ir_r1_k3_s1_e4_c32_relu6-head_c0_f0_relu_d0"
 CPU = torch.device("cpu")

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from eas.explorer import load_study, trial_rows
+from eas.explorer import trial_rows
 from eas.report import hypervolume, knee, pareto_front
+from eas.study.reader import load_study
 from tests.conftest import ROOT, run_eas
 
-APP = str(ROOT / "ui" / "app.py")
+APP = str(ROOT / "eas" / "ui" / "app.py")
 pytestmark = pytest.mark.slow
 
 
@@ -179,3 +180,46 @@ def test_real_browser_shows_the_pareto_chart(small_study):
         server.terminate()
         server.wait(timeout=30)
     assert Path(artifacts / "explorer-pareto.png").exists()
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_sigterm_to_eas_ui_stops_its_server(small_study):
+    root, env = small_study
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "eas", "ui", "--port", str(port)], cwd=root,
+                              env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while not port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert port_open(port), "the explorer never listened"
+    server.terminate()  # SIGTERM, as a service manager sends it
+    assert server.wait(timeout=60) == 0
+    deadline = time.monotonic() + 30
+    while port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not port_open(port), "the Streamlit child is still listening"
+
+
+def test_hostile_trials_render_as_text_on_every_page(tmp_path, monkeypatch):
+    from tests.study_factory import make_study, plant
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    study = make_study(url, "h", trials=6)
+    plant(study, "stem_c8192_k7_s1_relu-ir_r32_k7_s1_e16_c8192_se_relu-head_c8192_f8192_relu_d0",
+          {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0})
+    plant(study, "stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0",
+          {"accuracy": 0.99, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.001, "status": "ok"},
+          reason="![i](http://host/track.png)")
+    monkeypatch.setenv("EAS_UI_STORAGE", url)
+    test = AppTest.from_file(APP, default_timeout=120)
+    test.run()
+    for page in ("app_pages/pareto.py", "app_pages/progress.py", "app_pages/trial.py"):
+        test.switch_page(page).run()
+        no_exception(test)
+    assert any("malformed" in e.label for e in test.expander)
+    captions = " ".join(c.value for c in test.caption)
+    assert "track\\.png" in captions and "![i](" not in captions and "\\!\\[i\\]" in captions

@@ -1,17 +1,18 @@
 import streamlit as st
-from common import cached_studies, storage
 
 from eas.errors import UserError
+from eas.explorer import markdown_text
+from eas.ui.common import cached_studies, storage
 
 st.title("Studies")
 try:
     rows = cached_studies(storage())
 except UserError as error:
-    st.error(str(error))
+    st.error(markdown_text(error))
     st.stop()
 for row in rows:
     if row["error"]:
-        st.error(f"{row['storage']}: {row['error']}")
+        st.error(markdown_text(f"{row['storage']}: {row['error']}"))
 studies = [r for r in rows if r["study"]]
 if not studies:
     st.info("No EAS studies found. Run `eas search --space tiny --data digits --budget 1m` first.")

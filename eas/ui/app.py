@@ -1,11 +1,6 @@
 """EAS Pareto explorer: `eas ui` serves this app (read-only, bound to 127.0.0.1 by default)."""
 
-import sys
-from pathlib import Path
-
 import streamlit as st
-
-sys.path.insert(0, str(Path(__file__).parent))  # so pages can `import common`
 
 st.set_page_config(page_title="EAS explorer", layout="wide")
 pages = [

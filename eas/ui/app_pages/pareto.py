@@ -1,19 +1,22 @@
 import streamlit as st
-from common import selected_study
 
-from eas.explorer import FILTER_METRICS, filtered_front, objective_label
+from eas.explorer import FILTER_METRICS, filtered_front, markdown_text, objective_label
 from eas.figures import metric, parallel_figure, pareto_figure
 from eas.report import knee
 from eas.summary import PARETO_HEADERS, pareto_rows
+from eas.ui.common import selected_study
 
 loaded = selected_study()
 if loaded is None:
     st.stop()
 study, rows = loaded
 objectives = study.objectives
-st.title(f"Pareto front — {study.name}")
-st.caption(f"space {study.settings.get('space_name')}, data {study.settings.get('data')}; "
-           f"{len(rows)} trials. Objectives: " + ", ".join(objective_label(o) for o in objectives))
+st.title(f"Pareto front — {markdown_text(study.name)}")
+st.caption(markdown_text(f"space {study.settings.get('space_name')}, data {study.settings.get('data')}; "
+                         f"{len(rows)} trials. Objectives: " + ", ".join(objective_label(o) for o in objectives)))
+broken = [r for r in rows if r["state"] == "broken"]
+if broken:
+    st.warning(f"{len(broken)} stored trial(s) are malformed and left out (see the Trials page).")
 
 left, right = st.columns([1, 3])
 with left:
@@ -40,9 +43,10 @@ front = filtered_front(study.records, objectives, limits)
 suggested = knee(front, objectives)
 if suggested is not None:
     m = suggested.metrics
-    st.success(f"Suggested (knee point of the filtered front): trial {suggested.number} — accuracy "
-               f"{m.get('accuracy', 0):.2%}, {m.get('macs', 0):,.0f} MACs, {m.get('params', 0):,.0f} params, "
-               f"energy {m.get('inference_energy_j_per_1k', 0):.3g} J/1k ({m.get('energy_source')})")
+    st.success(markdown_text(
+        f"Suggested (knee point of the filtered front): trial {suggested.number} — accuracy "
+        f"{m.get('accuracy', 0):.2%}, {m.get('macs', 0):,.0f} MACs, {m.get('params', 0):,.0f} params, "
+        f"energy {m.get('inference_energy_j_per_1k') or 0:.3g} J/1k ({m.get('energy_source')})"))
     st.session_state["trial_choice"] = [suggested.number]
 else:
     st.warning("No trial of the Pareto front is within these limits.")

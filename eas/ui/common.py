@@ -7,8 +7,9 @@ import os
 import streamlit as st
 
 from eas.errors import UserError
-from eas.explorer import list_studies, load_study, trial_rows
+from eas.explorer import trial_rows
 from eas.report import hypervolume_history
+from eas.study.reader import StudyReader, list_studies
 
 
 def storage() -> str | None:
@@ -20,9 +21,15 @@ def cached_studies(url: str | None) -> list[dict]:
     return list_studies(url)
 
 
+@st.cache_resource(max_entries=16)
+def study_reader(url: str, name: str) -> StudyReader:
+    """One incremental reader per study and server: a reload reads only what changed."""
+    return StudyReader(url, name)
+
+
 @st.cache_data(ttl=15, show_spinner="Loading trials…")
 def cached_study(url: str, name: str):
-    study = load_study(url, name)
+    study = study_reader(url, name).loaded()
     return study, trial_rows(study.records, study.objectives)
 
 

@@ -1,0 +1,54 @@
+"""The `eas` command line: commands registered top-down from one module per concern.
+
+Known errors become one line on stderr and exit code 2 (EAS_DEBUG=1 shows the traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from eas.cli import arch, evaluate, export, search, studies, train, ui
+from eas.errors import UserError
+from eas.units import printable
+
+app = typer.Typer(help="EAS: search small, accurate, energy-frugal neural networks.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+arch_app = typer.Typer(help="Sample and inspect architecture genomes.", no_args_is_help=True)
+app.add_typer(arch_app, name="arch")
+
+app.command("spaces")(arch.spaces_command)
+arch_app.command("sample")(arch.sample_command)
+arch_app.command("show")(arch.show_command)
+app.command("evaluate")(evaluate.evaluate_command)
+app.command("search")(search.search_command)
+app.command("worker")(search.worker_command)
+app.command("studies")(studies.studies_command)
+app.command("show")(studies.show_command)
+app.command("export")(export.export_command)
+app.command("train")(train.train_command)
+app.command("ui")(ui.ui_command)
+
+
+def main() -> None:
+    """Entry point: known errors, ours and the option parser's, become one line on stderr and
+    exit code 2; Ctrl-C exits with 130."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as error:  # the option parser's: a bad value, an unknown command
+        if type(error).__name__ == "NoArgsIsHelpError":  # `eas` or `eas arch` alone: show the help
+            print(error.ctx.get_help())
+            code = 0
+        else:
+            print(f"eas: error: {printable(error.format_message())}", file=sys.stderr)
+            code = error.exit_code
+    except UserError as error:
+        if os.environ.get("EAS_DEBUG"):
+            raise
+        print(f"eas: error: {printable(str(error))}", file=sys.stderr)
+        code = 2
+    except typer.Abort:
+        code = 130
+    sys.exit(code or 0)

@@ -1,0 +1,67 @@
+"""`eas spaces`, `eas arch sample`, `eas arch show`: search spaces and genomes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from eas.cli.options import ClassesOption, InputOption, JsonOption, SeedOption, emit_json, parse_shape
+
+
+def spaces_command(as_json: JsonOption = False) -> None:
+    """List the built-in search spaces."""
+    from eas.space import list_spaces
+
+    spaces = list_spaces()
+    if as_json:
+        emit_json([{"name": s.name, "description": s.description, "stages": len(s.stages),
+                    "parameters": len(s.parameters())} for s in spaces])
+        return
+    for space in spaces:
+        typer.echo(f"{space.name:8} {len(space.parameters()):3d} choices  {space.description}")
+
+
+def sample_command(
+    space: Annotated[str, typer.Option("--space", help="Space name or path to a .yaml file.")],
+    n: Annotated[int, typer.Option("--n", help="How many genomes.", min=1, max=100_000)] = 1,
+    seed: SeedOption = 0,
+    input_shape: Annotated[str | None, typer.Option("--input", help="Adapt to this input CxHxW.")] = None,
+) -> None:
+    """Print random genomes from a space, one per line."""
+    import optuna
+
+    from eas.space import load_space
+
+    shape = parse_shape(input_shape) if input_shape else None
+    chosen = load_space(space, shape)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(n):
+        typer.echo(chosen.sample(study.ask()).encode())
+
+
+def show_command(
+    genome: Annotated[str, typer.Argument(help="A genome string or a reference name.")],
+    input_shape: InputOption = "3x224x224",
+    classes: ClassesOption = 1000,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size for memory figures.", min=1, max=65536)] = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Profile an architecture: params, MACs, FLOPs, memory and the per-layer table."""
+    from eas.bounds import check_classes
+    from eas.reference import arch_from_text
+
+    arch = arch_from_text(genome)
+    shape = parse_shape(input_shape)
+    check_classes(classes, "--classes")
+    from eas.builder import build
+    from eas.cost import profile
+    from eas.summary import profile_lines
+
+    cost = profile(build(arch, shape, classes), shape, batch_size=batch)
+    if as_json:
+        emit_json({"genome": arch.encode(), "hash": arch.canonical_hash(), **cost.summary(),
+                   "layers": [layer.__dict__ for layer in cost.layers]})
+        return
+    typer.echo("\n".join(profile_lines(arch, cost)))

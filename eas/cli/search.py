@@ -1,0 +1,268 @@
+"""`eas search` and `eas worker`: run the search, alone or as one of many workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Annotated
+
+import typer
+
+from eas.cli.options import (
+    BatchSizeOption,
+    BudgetOption,
+    DataOption,
+    DeviceOption,
+    EpochsOption,
+    HeartbeatOption,
+    JsonOption,
+    LrOption,
+    MaxLatencyOption,
+    MaxMacsOption,
+    MaxMemoryOption,
+    MaxParamsOption,
+    MaxStepsOption,
+    MeterOption,
+    PrecisionOption,
+    QuietOption,
+    SeedOption,
+    StorageOption,
+    ThreadsOption,
+    TrialsOption,
+    TrialTimeoutOption,
+    emit_json,
+    fidelity_from_options,
+)
+from eas.errors import UserError
+
+
+def _absolute_sqlite(url: str) -> str:
+    """Workers started elsewhere (another folder) must find the same SQLite file."""
+    from eas.study.storage import sqlite_path
+
+    path = sqlite_path(url)
+    return f"sqlite:///{path.resolve()}" if path else url
+
+
+def _threads_for(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+class LocalWorkers:
+    """Helper `eas worker` processes on this machine. The storage URL travels in their
+    environment (never on a command line, where a password would show in `ps`), and one that
+    dies is reported with the last line it printed."""
+
+    def __init__(self, name: str, url: str, budgets, seed: int, heartbeat: int, timeout: float, threads: int):
+        self.processes: list[tuple[subprocess.Popen, object]] = []
+        for index, budget in enumerate(budgets):
+            args = ["--budget", f"{budget.seconds}s"] if budget.seconds else []
+            args += ["--trials", str(budget.trials)] if budget.trials else []
+            log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  (lives as long as the helper)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "eas", "worker", "--study", name, "--seed", str(seed + 1 + index),
+                 "--heartbeat", str(heartbeat), "--quiet", "--trial-timeout", f"{timeout}s",
+                 "--threads", str(threads), *args],
+                env={**os.environ, "EAS_STORAGE": url}, stdout=subprocess.DEVNULL, stderr=log)
+            self.processes.append((process, log))
+        self.reported: set[int] = set()
+
+    def failures(self) -> list[str]:
+        """A line for each helper that has exited with an error, once each."""
+        lines = []
+        for index, (process, log) in enumerate(self.processes):
+            code = process.poll()
+            if code not in (None, 0) and index not in self.reported:
+                self.reported.add(index)
+                log.seek(0)
+                last = (log.read().strip().splitlines() or ["(no output)"])[-1]
+                lines.append(f"local worker {index + 1} (pid {process.pid}) exited with code {code}: {last[:300]}")
+        return lines
+
+    def wait(self) -> list[str]:
+        for process, _ in self.processes:
+            process.wait()
+        return self.failures()
+
+
+def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, quiet, as_json, name,
+                    reader, helpers: LocalWorkers | None = None):
+    """Run in this process with a progress display, wait for local helper workers, print the
+    summary; the exit code says how the run ended."""
+    from eas.live_view import LiveStudy
+    from eas.progress import SearchProgress
+    from eas.search import run_search
+    from eas.summary import run_lines, study_lines
+
+    live = LiveStudy(reader, settings.objectives, reader.reference)
+    progress = SearchProgress(budget, enabled=not quiet and not as_json)
+
+    def on_trial(live_, summary) -> None:
+        progress(live_, summary)
+        for line in helpers.failures() if helpers else []:
+            typer.echo(f"eas: warning: {line}", err=True)
+
+    try:
+        summary = run_search(study, settings, space, task, live, budget, trial_timeout, seed, on_trial=on_trial)
+    finally:
+        progress.close()
+        failed = helpers.wait() if helpers else []
+    loaded = reader.loaded()
+    records, reference = loaded.records, loaded.reference
+    if as_json:
+        from eas.report import hypervolume, knee, pareto_front
+        from eas.study.records import counts
+
+        front = pareto_front(records, settings.objectives)
+        best = knee(front, settings.objectives)
+        emit_json({"study": name, "stopped": summary.stopped, "trials_this_run": summary.trials,
+                   "cached": summary.cached, "wall_seconds": summary.wall_seconds,
+                   "evaluate_seconds": summary.evaluate_seconds, "counts": counts(records),
+                   "hypervolume": hypervolume(records, settings.objectives, reference),
+                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front],
+                   "knee": best.number if best else None})
+    elif not quiet or summary.stopped != "budget":
+        lines = run_lines(summary, budget, records, settings.objectives, reference)
+        typer.echo("\n".join(lines + [""] + study_lines(name, settings.to_dict(), records,
+                                                          settings.objectives, reference)))
+    if summary.stopped == "interrupted":
+        typer.echo(f"interrupted: no trial left running; run the same command to resume study {name!r}", err=True)
+        raise typer.Exit(130)
+    if failed:
+        for line in failed:
+            typer.echo(f"eas: error: {line}", err=True)
+        raise typer.Exit(1)
+    if summary.stopped == "no-feasible":
+        raise UserError(f"{summary.trials} candidates in a row broke the constraints and none ever met "
+                        "them; loosen the constraints or use a smaller space")
+
+
+def search_command(
+    space: Annotated[str, typer.Option("--space", help="Space name or .yaml path.")] = "mobile",
+    budget: BudgetOption = None,
+    trials: TrialsOption = None,
+    data: DataOption = "fashion-mnist",
+    objectives: Annotated[str, typer.Option("--objectives", help="Comma-separated: accuracy, macs, params, "
+                                            "energy, latency, memory, train_energy.")] = "accuracy,macs,params,energy",
+    max_macs: MaxMacsOption = None,
+    max_params: MaxParamsOption = None,
+    max_latency: MaxLatencyOption = None,
+    max_memory: MaxMemoryOption = None,
+    sampler: Annotated[str, typer.Option("--sampler", help="nsga2, tpe, gp or random.")] = "nsga2",
+    population: Annotated[int, typer.Option("--population", help="NSGA-II population size.", min=2,
+                                            max=10_000)] = 16,
+    seed: SeedOption = 0,
+    study: Annotated[str | None, typer.Option("--study", help="Study name (default: <space>-<data>).")] = None,
+    storage: StorageOption = None,
+    workers: Annotated[int, typer.Option("--workers", help="Local worker processes.", min=1, max=256)] = 1,
+    device: DeviceOption = "auto",
+    meter: MeterOption = "auto",
+    epochs: EpochsOption = 1.0,
+    subset: Annotated[int | None, typer.Option("--subset", help="Training images per candidate.")] = 5000,
+    max_steps: MaxStepsOption = None,
+    batch_size: BatchSizeOption = 128,
+    lr: LrOption = 3e-3,
+    precision: PrecisionOption = "auto",
+    trial_timeout: TrialTimeoutOption = "10m",
+    warm_start: Annotated[bool, typer.Option("--warm-start/--no-warm-start", help="Evaluate fitting "
+                                             "reference architectures first.")] = True,
+    heartbeat: HeartbeatOption = 10,
+    threads: ThreadsOption = None,
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Search a space for architectures that trade accuracy against MACs, params and energy."""
+    from eas.data import parse_spec
+    from eas.objectives import Constraints, parse_objectives
+    from eas.search import SAMPLER_NAMES, Budget
+    from eas.space import load_space
+    from eas.study.schema import SearchSettings
+    from eas.study.storage import check_study_name, default_url
+    from eas.units import parse_seconds
+
+    # Everything the user typed is checked before any storage is opened.
+    run_budget = Budget.parse(budget, trials)
+    chosen_objectives = parse_objectives(objectives)
+    constraints = Constraints.parse(max_macs, max_params, max_memory, max_latency)
+    if sampler not in SAMPLER_NAMES:
+        raise UserError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLER_NAMES)})")
+    fidelity = fidelity_from_options(epochs, subset, max_steps, batch_size, lr, precision)
+    timeout = parse_seconds(trial_timeout, "--trial-timeout")
+    chosen_space = load_space(space)
+    parse_spec(data)
+    name = check_study_name(study or f"{chosen_space.name}-{data.split(':')[0]}")
+    url = storage or default_url(name)
+
+    import torch
+
+    from eas.data import load_dataset
+    from eas.evaluate import resolve_device
+    from eas.search import check_feasible_at_all, prepare_study
+    from eas.study.reader import StudyReader
+    from eas.study.setup import check_resumable
+    from eas.study.storage import harden_sqlite, open_storage, safe_url
+
+    torch_device = resolve_device(device)
+    torch.set_num_threads(threads or _threads_for(workers))
+    task = load_dataset(data, seed=seed)
+    chosen_space = chosen_space.for_task(task.input_shape)
+    check_feasible_at_all(chosen_space, task, constraints, torch_device)
+    settings = SearchSettings(space_name=chosen_space.name, space=chosen_space.definition, data=data,
+                              objectives=chosen_objectives, constraints=constraints.to_dict(),
+                              fidelity=fidelity.to_dict(), sampler=sampler, seed=seed, device=device,
+                              meter=meter, warm_start=warm_start, population=population,
+                              input_shape=task.input_shape, num_classes=task.num_classes)
+    check_resumable(url, name, settings)  # read-only: a mismatch leaves the storage untouched
+    opened = open_storage(url, heartbeat=heartbeat)
+    found, created = prepare_study(settings, name, opened, chosen_space, task, torch_device)
+    harden_sqlite(opened)
+    reader = StudyReader(url, name)
+    if not quiet and not as_json:
+        verb = "created" if created else "resuming"
+        typer.echo(f"{verb} study {name!r} in {safe_url(url)}: {len(found.trials)} trials so far; "
+                   f"{task.describe()['train']} training images, input {task.describe()['input_shape']}",
+                   err=True)
+    budgets = run_budget.split(workers)
+    helpers = LocalWorkers(name, _absolute_sqlite(url), budgets[1:], seed, heartbeat, timeout,
+                           _threads_for(workers))
+    _run_and_report(found, settings, chosen_space, task, budgets[0], timeout, seed, quiet, as_json, name,
+                    reader, helpers)
+
+
+def worker_command(
+    study: Annotated[str, typer.Option("--study", help="Name of an existing study.")],
+    storage: StorageOption = None,
+    budget: BudgetOption = None,
+    trials: TrialsOption = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampler seed (default: from the process id).",
+                                             min=0, max=2**31 - 1)] = None,
+    heartbeat: HeartbeatOption = 10,
+    trial_timeout: TrialTimeoutOption = "10m",
+    threads: ThreadsOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Join a study from another process or machine: its name and storage are all it needs."""
+    from eas.search import Budget
+    from eas.study.storage import check_study_name, default_url
+    from eas.units import parse_seconds
+
+    check_study_name(study)
+    run_budget = Budget.parse(budget, trials)
+    timeout = parse_seconds(trial_timeout, "--trial-timeout")
+    url = storage or default_url(study)
+
+    import torch
+
+    from eas.data import load_dataset
+    from eas.space import space_from_definition
+    from eas.study.setup import join
+
+    if threads:
+        torch.set_num_threads(threads)
+    found, settings, reader = join(url, study, heartbeat)
+    task = load_dataset(settings.data, seed=settings.seed)
+    space = space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
+    _run_and_report(found, settings, space, task, run_budget, timeout,
+                    seed if seed is not None else os.getpid(), quiet, False, study, reader)

@@ -1,0 +1,71 @@
+"""`eas studies` and `eas show`: read stored studies (never writing to them)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from eas.cli.options import JsonOption, StorageOption, StudyArgument, emit_json
+from eas.errors import UserError
+
+
+def studies_command(storage: StorageOption = None, as_json: JsonOption = False) -> None:
+    """List studies with their trial counts (default: every file under studies/)."""
+    from eas.study.reader import list_studies, load_study
+    from eas.study.records import counts
+    from eas.units import table
+
+    rows = []
+    for row in list_studies(storage):
+        if row["error"]:
+            raise UserError(row["error"])
+        c = counts(load_study(row["url"], row["study"]).records)
+        rows.append({k: row[k] for k in ("study", "space", "data", "started", "trials", "storage")} | c)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no studies yet: run `eas search --space tiny --data digits --budget 1m`")
+        return
+    keys = ["study", "space", "data", "started", "trials", "complete", "infeasible", "failed", "pruned", "running"]
+    if any(row["broken"] for row in rows):
+        keys.append("broken")
+    typer.echo(table([[row[k] for k in keys] for row in rows], keys))
+
+
+def show_command(
+    study: StudyArgument,
+    storage: StorageOption = None,
+    trial: Annotated[int | None, typer.Option("--trial", help="Show one trial in full.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a study's Pareto set with its knee point, or one trial in full."""
+    from eas.report import hypervolume, knee, pareto_front
+    from eas.study.reader import StudyReader
+    from eas.study.records import counts
+    from eas.study.storage import check_study_name, default_url
+    from eas.summary import study_lines
+
+    check_study_name(study)
+    reader = StudyReader(storage or default_url(study), study)
+    found = reader.loaded()
+    settings, objectives, reference, records = found.settings, found.objectives, found.reference, found.records
+    if trial is not None:
+        match = [r for r in records if r.number == trial]
+        if not match:
+            raise UserError(f"study {study!r} has no trial {trial} (trials 0..{len(records) - 1})")
+        record = match[0]
+        emit_json({"trial": record.number, "state": record.state, "genome": record.genome, "reason": record.reason,
+                   "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs})
+        return
+    if as_json:
+        front = pareto_front(records, objectives)
+        best = knee(front, objectives)
+        emit_json({"study": study, "settings": settings, "counts": counts(records),
+                   "hypervolume": hypervolume(records, objectives, reference), "reference_point": reference,
+                   "knee": best.number if best else None,
+                   "broken": [{"trial": r.number, "reason": r.reason} for r in records if r.state == "broken"],
+                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front]})
+        return
+    typer.echo("\n".join(study_lines(study, settings, records, objectives, reference)))

@@ -1,0 +1,56 @@
+"""`eas ui`: serve the Streamlit Pareto explorer that ships inside the package."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eas.cli.options import StorageOption
+from eas.errors import UserError
+
+APP = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+
+
+def ui_command(
+    storage: StorageOption = None,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8501,
+    host: Annotated[str, typer.Option("--host", help="Address to bind; 0.0.0.0 exposes it to other "
+                                      "machines.")] = "127.0.0.1",
+) -> None:
+    """Start the Streamlit Pareto explorer (read-only; local-only unless --host says otherwise)."""
+    try:
+        import streamlit  # noqa: F401
+    except ImportError:
+        raise UserError("the explorer needs the ui extra: pip install 'eas[ui]'") from None
+    env = {**os.environ, "EAS_UI_STORAGE": storage or ""}
+    if storage is None:
+        from eas.study.storage import studies_dir
+
+        env["EAS_STUDIES_DIR"] = str(studies_dir().resolve())
+    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
+               "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]
+    typer.echo(f"EAS explorer on http://{host}:{port}  (Ctrl-C to stop)", err=True)
+    server = subprocess.Popen(command, env=env)
+
+    def stop(signum, frame) -> None:
+        # Whoever stops `eas ui` (SIGTERM from a service manager or a test) stops the server too.
+        server.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        code = server.wait()
+    except KeyboardInterrupt:
+        server.terminate()
+        code = 0
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    raise typer.Exit(0 if code in (0, -signal.SIGTERM) else code)

@@ -1,0 +1,274 @@
+"""Reading stored studies with SQL on Optuna's tables: never a write, never a table created.
+
+Optuna's RDBStorage inserts its version rows whenever they are missing, even with
+skip_table_creation; a reader that opened a SQLite file while a search was creating it could
+make either fail. Readers here open SQLite files read-only (`mode=ro`) and PostgreSQL sessions
+with default_transaction_read_only, read only the tables they need, and say "still being
+created" while a study is being set up. A `StudyReader` reads incrementally: each `poll()`
+fetches only trials that are new or were unfinished at the last poll, so a long search or a
+live explorer pays for what changed, not for the size of the study.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from eas.errors import UserError
+from eas.study import schema
+from eas.study.records import TrialRecord, make_record
+from eas.study.storage import preflight, safe_url, sqlite_path, studies_dir
+
+_ENGINES: dict[str, object] = {}
+
+
+class NoSuchStudy(UserError):
+    """The storage is readable and does not hold the study (yet)."""
+
+FINISHED = ("COMPLETE", "PRUNED", "FAIL")
+
+
+def storage_urls(storage: str | None = None) -> list[str]:
+    """The given URL, or every SQLite study file under studies/ ($EAS_STUDIES_DIR)."""
+    if storage:
+        return [storage]
+    return [f"sqlite:///{p}" for p in sorted(studies_dir().glob("*.db"))]
+
+
+def readonly_engine(url: str):
+    """A SQLAlchemy engine that cannot write (one per URL and process)."""
+    if url in _ENGINES:
+        return _ENGINES[url]
+    import sqlite3
+
+    import sqlalchemy
+
+    preflight(url, must_exist=True)
+    path = sqlite_path(url)
+    try:
+        if path is not None:
+            uri = f"file:{path.resolve()}?mode=ro"
+            engine = sqlalchemy.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30))
+        elif sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
+            engine = sqlalchemy.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2, connect_args={
+                "options": "-c default_transaction_read_only=on", "connect_timeout": 10})
+        else:
+            engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as error:
+        raise UserError(f"cannot open storage {safe_url(url)}: {_first_line(error)}") from None
+    _ENGINES[url] = engine
+    return engine
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+@contextmanager
+def reading(url: str) -> Iterator[object]:
+    """A read-only connection; every database error becomes one clear line."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine = readonly_engine(url)
+    try:
+        with engine.connect() as connection:
+            yield connection
+    except SQLAlchemyError as error:
+        text = _first_line(error)
+        if "no such table" in text or "does not exist" in text and "relation" in text:
+            raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
+                            "or not an Optuna storage)") from None
+        raise UserError(f"cannot open storage {safe_url(url)}: {text}") from None
+
+
+NEEDED_TABLES = {"studies", "study_user_attributes", "trials", "trial_user_attributes", "trial_system_attributes",
+                 "trial_params"}
+
+
+def _check_tables(connection, url: str) -> None:
+    """A storage whose tables are not all there yet is being created (or is not Optuna's)."""
+    from sqlalchemy import inspect
+
+    missing = NEEDED_TABLES - set(inspect(connection).get_table_names())
+    if missing:
+        raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
+                          "or not an Optuna storage)")
+
+
+def _json(text):
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return {"__unreadable__": str(text)[:80]}
+
+
+def _timestamp(value) -> float | None:
+    """Optuna stores naive UTC datetimes; SQLite returns them as text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=timezone.utc).timestamp()
+
+
+def _study_attrs(connection, study_id: int) -> dict:
+    from sqlalchemy import text
+
+    rows = connection.execute(text("SELECT key, value_json FROM study_user_attributes WHERE study_id = :s"),
+                              {"s": study_id})
+    return {key: _json(value) for key, value in rows}
+
+
+def list_studies(storage: str | None = None) -> list[dict]:
+    """One row per study of each storage: EAS studies with their settings, others flagged; a
+    storage that cannot be read is one row with its error."""
+    from sqlalchemy import text
+
+    rows = []
+    for url in storage_urls(storage):
+        try:
+            with reading(url) as connection:
+                _check_tables(connection, url)
+                found = connection.execute(text(
+                    "SELECT s.study_id, s.study_name, COUNT(t.trial_id), MIN(t.datetime_start) FROM studies s "
+                    "LEFT JOIN trials t ON t.study_id = s.study_id GROUP BY s.study_id, s.study_name "
+                    "ORDER BY s.study_id")).all()
+                attrs = {study_id: _study_attrs(connection, study_id) for study_id, *_ in found}
+        except UserError as error:
+            rows.append({"study": None, "storage": safe_url(url), "url": url, "error": str(error)})
+            continue
+        for study_id, name, trials, started in found:
+            settings = attrs[study_id].get(schema.SETTINGS)
+            if not isinstance(settings, dict):
+                continue  # not an EAS study, or still being set up
+            begun = _timestamp(started)
+            rows.append({
+                "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
+                "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
+                "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
+                "storage": safe_url(url), "url": url, "error": None,
+            })
+    return rows
+
+
+@dataclass(frozen=True)
+class LoadedStudy:
+    name: str
+    url: str
+    settings: dict
+    reference: dict
+    records: list[TrialRecord]
+    schema_version: int = schema.SCHEMA_VERSION
+
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        return tuple(self.settings["objectives"])
+
+    @property
+    def task(self) -> tuple[tuple[int, int, int], int] | None:
+        shape, classes = self.settings.get("input_shape"), self.settings.get("num_classes")
+        return (tuple(shape), classes) if shape and classes else None
+
+
+class StudyReader:
+    """One stored EAS study, read incrementally and never written."""
+
+    def __init__(self, url: str, name: str):
+        from sqlalchemy import text
+
+        self.url, self.name = url, name
+        with reading(url) as connection:
+            _check_tables(connection, url)
+            row = connection.execute(text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": name}).first()
+            if row is None:
+                known = connection.execute(text("SELECT study_name FROM studies ORDER BY study_id")).scalars().all()
+                raise NoSuchStudy(f"no study {name!r} in {safe_url(url)} (studies: {', '.join(known) or 'none'})")
+            self.study_id = row[0]
+            attrs = _study_attrs(connection, self.study_id)
+        if not isinstance(attrs.get(schema.SETTINGS), dict):
+            raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
+        self.schema_version = schema.check_schema(attrs.get(schema.SCHEMA), name)
+        settings = schema.SearchSettings.from_dict(attrs[schema.SETTINGS], name)  # validates
+        self.settings = attrs[schema.SETTINGS]
+        reference = attrs.get(schema.REFERENCE)
+        self.reference = {k: float(v) for k, v in reference.items() if isinstance(v, (int, float))} \
+            if isinstance(reference, dict) else {}
+        self.task = None
+        if settings.input_shape is not None and settings.num_classes is not None:
+            from eas.bounds import check_classes, check_shape
+
+            self.task = (check_shape(settings.input_shape, f"study {name!r}: stored input shape"),
+                         check_classes(settings.num_classes, f"study {name!r}: stored number of classes"))
+        self.records: dict[int, TrialRecord] = {}
+        self._max_id = 0
+        self._unfinished: set[int] = set()
+
+    def poll(self) -> list[TrialRecord]:
+        """Read the trials that are new or were unfinished last time; returns those records."""
+        from sqlalchemy import bindparam, text
+
+        where = "t.study_id = :s AND (t.trial_id > :m OR t.trial_id IN :u)"
+        bound = {"s": self.study_id, "m": self._max_id, "u": sorted(self._unfinished) or [-1]}
+
+        def query(sql: str):
+            return connection.execute(text(sql).bindparams(bindparam("u", expanding=True)), bound)
+
+        with reading(self.url) as connection:
+            trials = query(f"SELECT t.trial_id, t.number, t.state, t.datetime_start, t.datetime_complete "
+                           f"FROM trials t WHERE {where}").all()
+            if not trials:
+                return []
+            attrs: dict[int, dict] = {}
+            keys = ", ".join(f"'{k}'" for k in schema.TRIAL_KEYS)
+            for trial_id, key, value in query(
+                    f"SELECT a.trial_id, a.key, a.value_json FROM trial_user_attributes a JOIN trials t "
+                    f"ON t.trial_id = a.trial_id WHERE {where} AND a.key IN ({keys})"):
+                attrs.setdefault(trial_id, {})[key] = _json(value)
+            constraints: dict[int, dict] = {}
+            for trial_id, key, value in query(
+                    f"SELECT a.trial_id, a.key, a.value_json FROM trial_system_attributes a JOIN trials t "
+                    f"ON t.trial_id = a.trial_id WHERE {where} AND a.key LIKE 'constraints:%'"):
+                constraints.setdefault(trial_id, {})[key.split(":", 1)[1]] = _json(value)
+        changed = []
+        for trial_id, number, state, started, finished in trials:
+            state = getattr(state, "name", state)
+            record = make_record(trial_id, number, state, _timestamp(started), _timestamp(finished),
+                                 attrs.get(trial_id, {}), constraints.get(trial_id, {}), self.task)
+            self.records[number] = record
+            changed.append(record)
+            self._max_id = max(self._max_id, trial_id)
+            if state in FINISHED:
+                self._unfinished.discard(trial_id)
+            else:
+                self._unfinished.add(trial_id)
+        return changed
+
+    def loaded(self) -> LoadedStudy:
+        self.poll()
+        records = [self.records[n] for n in sorted(self.records)]
+        return LoadedStudy(self.name, self.url, self.settings, self.reference, records, self.schema_version)
+
+    def params(self, record: TrialRecord) -> dict:
+        """The sampled parameters of one trial, in their external form."""
+        from optuna.distributions import json_to_distribution
+        from sqlalchemy import text
+
+        with reading(self.url) as connection:
+            rows = connection.execute(text("SELECT param_name, param_value, distribution_json FROM trial_params "
+                                           "WHERE trial_id = :t ORDER BY param_id"), {"t": record.trial_id}).all()
+        params = {}
+        for name, value, distribution in rows:
+            try:
+                params[name] = json_to_distribution(distribution).to_external_repr(value)
+            except Exception:  # a planted row: show what is stored rather than fail
+                params[name] = value
+        return params
+
+
+def load_study(url: str, name: str) -> LoadedStudy:
+    """Every trial of a stored EAS study, read-only."""
+    return StudyReader(url, name).loaded()

@@ -1,0 +1,104 @@
+"""Stored trials as validated records. A shared study is untrusted input: anyone who can write
+to it can add any trial with plain Optuna. A trial whose genome, metrics or constraints are
+malformed, or whose genome describes a network too large to build, becomes a record in state
+"broken" with the reason; every reader skips it and shows the flag instead of failing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from eas.objectives import OBJECTIVES
+from eas.study import schema
+
+STATES = ("complete", "infeasible", "pruned", "failed", "running", "waiting", "broken")
+OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
+                 "WAITING": "waiting"}
+# Metrics that readers compute with: they must be numbers (or absent) in a trial to be trusted.
+NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {"flops", "train_seconds", "evaluate_seconds"}
+TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome"}
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    state: str  # one of STATES; "infeasible" = complete but violating a constraint
+    genome: str | None
+    metrics: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)  # filled only when one trial is read in full
+    started: float | None = None  # POSIX seconds
+    finished: float | None = None
+    reason: str | None = None
+    trial_id: int | None = None  # the storage's id, to read one trial's params later
+    attrs: dict = field(default_factory=dict)  # the other EAS trial attributes (worker, rungs, ...)
+
+    def value(self, objective: str) -> float:
+        value = self.metrics.get(OBJECTIVES[objective].metric)
+        return math.nan if value is None else float(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | None:
+    """Why a stored trial cannot be trusted, or None. `task` = (input_shape, num_classes)."""
+    from eas.bounds import check_buildable
+    from eas.errors import UserError
+    from eas.genome import Arch
+
+    genome = attrs.get(schema.GENOME)
+    if genome is not None:
+        if not isinstance(genome, str):
+            return f"stored genome is not a string ({type(genome).__name__})"
+        try:
+            arch = Arch.decode(genome)
+            if task is not None:
+                check_buildable(arch, *task)
+        except UserError as error:
+            return f"stored genome is unusable: {error}"
+    metrics = attrs.get(schema.METRICS)
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            return f"stored metrics are not a mapping ({type(metrics).__name__})"
+        for key in NUMERIC_METRICS & metrics.keys():
+            value = metrics[key]
+            if value is not None and not _is_number(value):
+                return f"stored metric {key} is not a number ({str(value)[:40]!r})"
+        for key in TEXT_METRICS & metrics.keys():
+            if metrics[key] is not None and not isinstance(metrics[key], str):
+                return f"stored metric {key} is not text"
+    for name, value in constraints.items():
+        if not _is_number(value):
+            return f"stored constraint {name} is not a number"
+    for key in (schema.STATUS, schema.REASON):
+        if attrs.get(key) is not None and not isinstance(attrs[key], str):
+            return f"stored {key} is not a string"
+    return None
+
+
+def make_record(trial_id: int, number: int, optuna_state: str, started: float | None, finished: float | None,
+                attrs: dict, constraints: dict, task: tuple | None) -> TrialRecord:
+    """One stored trial -> TrialRecord, flagged "broken" when it cannot be trusted."""
+    problem = problem_with(attrs, constraints, task)
+    if problem is not None:
+        genome = attrs.get(schema.GENOME)
+        return TrialRecord(number=number, state="broken", genome=genome if isinstance(genome, str) else None,
+                           started=started, finished=finished, reason=problem, trial_id=trial_id)
+    state = OPTUNA_STATES.get(optuna_state, "failed")
+    metrics = attrs.get(schema.METRICS) or {}
+    violated = any(v > 0 for v in constraints.values())
+    if state == "complete" and (violated or attrs.get(schema.STATUS) == "infeasible"):
+        state = "infeasible"
+    other = {k: v for k, v in attrs.items() if k not in (schema.GENOME, schema.METRICS, schema.REASON)}
+    return TrialRecord(number=number, state=state, genome=attrs.get(schema.GENOME), metrics=metrics,
+                       started=started, finished=finished,
+                       reason=attrs.get(schema.REASON) or metrics.get("reason"), trial_id=trial_id, attrs=other)
+
+
+def counts(records: list[TrialRecord]) -> dict[str, int]:
+    result = dict.fromkeys(STATES, 0)
+    for record in records:
+        result[record.state] += 1
+    return result

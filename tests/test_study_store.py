@@ -1,0 +1,161 @@
+"""The stored study: readers never write, read incrementally, refuse newer schemas, and treat a
+shared study as untrusted input (malformed or giant trials are flagged, never fatal)."""
+
+import hashlib
+import json
+import math
+import sqlite3
+
+import optuna
+import pytest
+
+from eas.errors import UserError
+from eas.report import hypervolume, knee, pareto_front, select_trial
+from eas.study import schema
+from eas.study.reader import StudyReader, list_studies, load_study
+from eas.study.storage import preflight
+from tests.conftest import assert_user_error, run_eas
+from tests.study_factory import make_study, plant
+
+GIANT = "stem_c8192_k7_s1_relu-ir_r32_k7_s1_e16_c8192_se_relu-head_c8192_f8192_relu_d0"
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def stored(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    return url, make_study(url, trials=12)
+
+
+def test_readers_never_write_not_even_optunas_version_rows(tmp_path):
+    path = tmp_path / "fresh.db"
+    url = f"sqlite:///{path}"
+    make_study(url, trials=3)
+    connection = sqlite3.connect(path)
+    connection.execute("DELETE FROM version_info")  # as in a file whose creator has not written them yet
+    connection.execute("DELETE FROM alembic_version")
+    connection.commit()
+    connection.close()
+    before = digest(path)
+    assert len(load_study(url, "s").records) == 3
+    assert [r["study"] for r in list_studies(url)] == ["s"]
+    assert digest(path) == before
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM version_info").fetchone() == (0,)
+
+
+def test_a_study_being_created_is_reported_not_a_crash(tmp_path):
+    path = tmp_path / "new.db"
+    sqlite3.connect(path).execute("CREATE TABLE studies (study_id INTEGER PRIMARY KEY, study_name TEXT)").close()
+    with pytest.raises(UserError, match="still being created"):
+        StudyReader(f"sqlite:///{path}", "s")
+    url = f"sqlite:///{tmp_path / 'half.db'}"
+    storage = optuna.storages.RDBStorage(url)
+    optuna.create_study(study_name="s", storage=storage, directions=["maximize", "minimize"])  # no settings yet
+    with pytest.raises(UserError, match="still being created"):
+        load_study(url, "s")
+    assert list_studies(url) == []
+
+
+def test_polling_reads_only_what_changed(stored):
+    url, study = stored
+    reader = StudyReader(url, "s")
+    assert len(reader.poll()) == 12
+    assert reader.poll() == []
+    trial = study.ask()
+    assert [r.state for r in reader.poll()] == ["running"]
+    study.tell(trial, [0.5, 1000, 100, 0.1])
+    changed = reader.poll()
+    assert [(r.number, r.state) for r in changed] == [(12, "complete")]
+    assert len(reader.loaded().records) == 13
+
+
+def test_a_newer_schema_is_refused_clearly(stored):
+    url, study = stored
+    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION + 1)
+    with pytest.raises(UserError, match="newer EAS"):
+        load_study(url, "s")
+
+
+def test_a_study_of_the_first_eas_has_schema_1_and_reads(stored):
+    url, study = stored
+    study._storage.set_study_user_attr(study._study_id, schema.SCHEMA, None)
+    assert load_study(url, "s").schema_version == 1
+
+
+@pytest.mark.parametrize("genome, metrics, problem", [
+    ("stem_broken", {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0}, "unusable"),
+    (GIANT, {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0}, "too large"),
+    (12345, {"accuracy": 1.0}, "not a string"),
+    ("stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0", {"accuracy": "high", "macs": 1}, "not a number"),
+    ("stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0", ["not", "a", "dict"], "not a mapping"),
+])
+def test_a_planted_trial_is_flagged_and_skipped(stored, genome, metrics, problem):
+    url, study = stored
+    honest = load_study(url, "s")
+    honest_knee = knee(pareto_front(honest.records, honest.objectives), honest.objectives)
+    plant(study, genome, metrics)
+    loaded = load_study(url, "s")
+    broken = [r for r in loaded.records if r.state == "broken"]
+    assert len(broken) == 1 and problem in broken[0].reason
+    front = pareto_front(loaded.records, loaded.objectives)
+    assert broken[0].number not in {r.number for r in front}
+    assert knee(front, loaded.objectives).number == honest_knee.number
+    assert select_trial(loaded.records, loaded.objectives, pick="knee").number == honest_knee.number
+    assert math.isfinite(hypervolume(loaded.records, loaded.objectives, loaded.reference))
+
+
+def test_a_giant_stored_input_shape_is_a_clear_error(stored):
+    url, study = stored
+    settings = dict(study.user_attrs[schema.SETTINGS], input_shape=[1, 60000, 60000])
+    study.set_user_attr(schema.SETTINGS, settings)
+    with pytest.raises(UserError, match="out of range"):
+        load_study(url, "s")
+
+
+def test_cli_readers_on_a_hostile_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 'studies' / 'h.db'}"
+    (tmp_path / "studies").mkdir()
+    study = make_study(url, "h", trials=8)
+    plant(study, GIANT, {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0})
+    plant(study, "stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0",
+          {"accuracy": 0.1, "macs": 10**9, "params": 10**9, "inference_energy_j_per_1k": 9.0},
+          reason="\x1b[2J\x1b[31mowned ![i](http://host/track.png)")
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    shown = run_eas("show", "h", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    listed = run_eas("studies", env=env, cwd=tmp_path)
+    assert listed.returncode == 0 and "broken" in listed.stdout
+    one = run_eas("show", "h", "--trial", "9", env=env, cwd=tmp_path)
+    assert one.returncode == 0 and "\x1b" not in one.stdout and "\\u001b" in one.stdout
+    as_json = json.loads(run_eas("show", "h", "--json", env=env, cwd=tmp_path).stdout)
+    assert [b["trial"] for b in as_json["broken"]] == [8]
+
+
+def test_storage_of_another_application_is_never_written(tmp_path):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        connection.execute("INSERT INTO users VALUES (1, 'ada')")
+    before = digest(path)
+    with pytest.raises(UserError, match="another application"):
+        preflight(f"sqlite:///{path}")
+    result = run_eas("search", "--space", "tiny", "--data", "digits", "--trials", "1", "--storage",
+                     f"sqlite:///{path}", "--quiet", cwd=tmp_path)
+    assert_user_error(result, "another application")
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize("command", [["show", "x"], ["studies"], ["export", "x", "--pick", "knee", "--out", "o"]])
+def test_read_only_commands_with_the_server_down_say_so_in_one_line(tmp_path, command):
+    result = run_eas(*command, "--storage", "postgresql://postgres:secret@127.0.0.1:1/x", cwd=tmp_path)
+    assert_user_error(result, "cannot open storage")
+    assert "secret" not in result.stderr
+
+
+def test_a_malformed_url_never_echoes_its_password(tmp_path):
+    result = run_eas("show", "x", "--storage", "postgresql://me:hunter2@host:notaport/db", cwd=tmp_path)
+    assert result.returncode == 2 and "hunter2" not in result.stderr and "Traceback" not in result.stderr
