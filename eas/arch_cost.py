@@ -20,6 +20,12 @@ class ArchCost:
     macs: int
     peak_leaf_io: int  # values: largest input + output of one leaf layer, batch 1
     largest_tensor: int  # values: the largest single activation, batch 1
+    kept_for_backward: int  # values: every leaf layer's output, batch 1
+
+    @property
+    def memory_bytes_training(self) -> int:
+        """Weights, gradients and two AdamW moments, plus the activations kept for backward (batch 1)."""
+        return 16 * self.params + 4 * self.kept_for_backward
 
     @property
     def memory_bytes_inference(self) -> int:
@@ -34,11 +40,12 @@ def make_divisible(value: float, divisor: int = 8) -> int:
 
 class _Counter:
     def __init__(self) -> None:
-        self.params = self.macs = self.peak = self.largest = 0
+        self.params = self.macs = self.peak = self.largest = self.kept = 0
 
     def leaf(self, values_in: int, values_out: int) -> None:
         self.peak = max(self.peak, values_in + values_out)
         self.largest = max(self.largest, values_in, values_out)
+        self.kept += values_out
 
     def conv_bn_act(self, cin: int, cout: int, kernel: int, stride: int, size: tuple[int, int],
                     groups: int = 1, act: bool = True) -> tuple[int, int]:
@@ -130,4 +137,4 @@ def arch_cost(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -
             size = blocks[stage.kind](channels, stage, stage.stride if index == 0 else 1, size)
             channels = stage.width
     count.head(channels, arch, num_classes, size)
-    return ArchCost(count.params, count.macs, count.peak, count.largest)
+    return ArchCost(count.params, count.macs, count.peak, count.largest, count.kept)

@@ -33,6 +33,31 @@ class EnergyReading:
     joules: float
     seconds: float
     source: str
+    note: str | None = None  # e.g. that other processes competed for the CPU meanwhile
+
+
+def _machine_busy_seconds() -> float | None:
+    """CPU seconds all processes have used since boot (/proc/stat), None where unavailable."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def contention_note(machine_busy: float | None, own_cpu: float, wall: float) -> str | None:
+    """A note when other processes kept the cores busy during a measurement window."""
+    if machine_busy is None or wall <= 0:
+        return None
+    cores = os.cpu_count() or 1
+    others = max(0.0, machine_busy - own_cpu) / wall
+    if others < 0.5 or machine_busy / (wall * cores) < 0.9:
+        return None
+    policy = os.environ.get("OMP_WAIT_POLICY", "default").upper()
+    effect = ("passive OpenMP waiting keeps the CPU-time estimate close to an idle machine's" if policy == "PASSIVE"
+              else f"OMP_WAIT_POLICY={policy}: busy-waiting threads may inflate this estimate")
+    return f"machine oversubscribed: other processes used {others:.1f} of {cores} cores meanwhile; {effect}"
 
 
 class Meter:
@@ -60,15 +85,17 @@ class EstimatedMeter(Meter):
 
     def start(self):
         _synchronize(self.cuda)
-        return time.process_time(), time.perf_counter()
+        return time.process_time(), time.perf_counter(), _machine_busy_seconds()
 
     def stop(self, token) -> EnergyReading:
         _synchronize(self.cuda)
-        cpu0, wall0 = token
+        cpu0, wall0, busy0 = token
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        busy1 = _machine_busy_seconds()
         # Without a busy counter, a CUDA window is taken as fully busy: an upper estimate.
         joules = cpu * self.watts_per_core + (wall * self.gpu_watts if self.cuda else 0.0)
-        return EnergyReading(joules, wall, self.source)
+        note = contention_note(busy1 - busy0 if busy0 is not None and busy1 is not None else None, cpu, wall)
+        return EnergyReading(joules, wall, self.source, note)
 
 
 class RaplMeter(Meter):

@@ -8,7 +8,8 @@ import math
 import re
 
 from eas.objectives import OBJECTIVES
-from eas.report import knee, pareto_front
+from eas.report import accuracy_interval, knee, pareto_front
+from eas.study import schema
 from eas.study.records import TrialRecord
 
 # Filters the explorer offers: metric -> label. Sliders over these shrink the front live.
@@ -35,7 +36,30 @@ def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[
             "memory_bytes_inference": _num(m.get("memory_bytes_inference")),
             "train_energy_j": _num(m.get("train_energy_j")), "energy_source": m.get("energy_source", ""),
             "device": m.get("device", ""), "reason": r.reason or "",
+            "accuracy_low": accuracy_interval(m)[0], "accuracy_high": accuracy_interval(m)[1],
+            "rung": _reached(r),
         })
+    return rows
+
+
+def _reached(record: TrialRecord) -> float:
+    rungs = record.attrs.get(schema.RUNGS) or []
+    return float(rungs[-1]["rung"]) if rungs else math.nan
+
+
+def rung_rows(record: TrialRecord) -> list[dict]:
+    """A trial's results rung by rung, with the decision taken after each."""
+    rows = []
+    for rung in record.attrs.get(schema.RUNGS) or []:
+        low, high = accuracy_interval(rung)
+        go_on = rung.get("go_on")
+        decision = ("top rung" if go_on is None or (go_on is False and rung.get("keep") is None) else
+                    "trained on" if go_on else "stopped")
+        if rung.get("position") is not None and rung.get("results") is not None:
+            decision += f" (rank {rung['position'] + 1} of {rung['results']})"
+        rows.append({"rung": rung["rung"], "steps": rung.get("steps"),
+                     "accuracy": f"{rung.get('accuracy', 0):.2%} [{low:.1%}, {high:.1%}]",
+                     "validation images": rung.get("val_images"), "decision": decision})
     return rows
 
 

@@ -178,12 +178,21 @@ def arch_document(record, settings: dict, study_name: str, checks: dict | None =
         "task": {"data": settings.get("data"), "input_shape": list(settings["input_shape"]),
                  "num_classes": int(settings["num_classes"])},
         "spec": arch_spec(arch),
+        "training": searched_training(record, settings),
         "metrics": {k: v for k, v in stored.items() if k != "versions"},
         "energy_source": stored.get("energy_source"),
         "provenance": {"study": study_name, "trial": record.number, "fidelity": stored.get("fidelity"),
                        "versions": stored.get("versions"), "exported_by": versions()},
         "checks": checks or {},
     }
+
+
+def searched_training(record, settings: dict) -> dict:
+    """The training hyperparameters the search chose for this trial (from the space's `train:`
+    section); `eas train` uses them unless told otherwise. Empty when the space chose none."""
+    section = (settings.get("space") or {}).get("train") or {}
+    fidelity = record.metrics.get("fidelity") or {}
+    return {key: fidelity[key] for key in section if key in fidelity}
 
 
 def _export_pt2(model, example, path: Path) -> tuple[int, float]:

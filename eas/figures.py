@@ -15,11 +15,13 @@ ROLE_STYLE = {
     "pareto": {"color": "#1f77b4", "symbol": "circle", "symbol3d": "circle", "size": 10, "opacity": 1.0},
     "dominated": {"color": "#9aa5b1", "symbol": "circle", "symbol3d": "circle", "size": 7, "opacity": 0.35},
     "infeasible": {"color": "#ff7f0e", "symbol": "x", "symbol3d": "x", "size": 7, "opacity": 0.5},
+    "stopped": {"color": "#17becf", "symbol": "triangle-right", "symbol3d": "diamond-open", "size": 7,
+                "opacity": 0.45},
     "pruned": {"color": "#8c564b", "symbol": "triangle-down", "symbol3d": "square-open", "size": 7, "opacity": 0.4},
     "failed": {"color": "#000000", "symbol": "x-thin-open", "symbol3d": "cross", "size": 7, "opacity": 0.4},
 }
-HOVER_FIELDS = ("trial", "accuracy", "macs", "params", "latency_ms", "inference_energy_j_per_1k",
-                "energy_source", "genome")
+HOVER_FIELDS = ("trial", "accuracy", "accuracy_low", "accuracy_high", "rung", "macs", "params", "latency_ms",
+                "inference_energy_j_per_1k", "energy_source", "genome")
 
 
 def metric(name: str) -> str:
@@ -31,6 +33,15 @@ def _hover(rows: list[dict]) -> list[str]:
     # Plotly renders a little HTML in hover text (links, bold): stored strings are escaped.
     return ["<br>".join(f"{k}: {row[k]:.4g}" if isinstance(row[k], float) else f"{k}: {html.escape(str(row[k]))}"
                         for k in HOVER_FIELDS) for row in rows]
+
+
+def _error_bars(rows: list[dict]) -> dict:
+    def gap(a, b):
+        return max(0.0, a - b) if a == a and b == b else 0.0
+
+    return {"type": "data", "symmetric": False, "thickness": 1, "width": 2,
+            "array": [gap(r["accuracy_high"], r["accuracy"]) for r in rows],
+            "arrayminus": [gap(r["accuracy"], r["accuracy_low"]) for r in rows]}
 
 
 def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, three_d: str | None = None) -> go.Figure:
@@ -51,7 +62,10 @@ def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, thr
             figure.add_trace(go.Scatter3d(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
                                           z=[r[metric(three_d)] for r in group], **common))
         else:
-            figure.add_trace(go.Scatter(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group], **common))
+            # The 95% interval of each validation accuracy, so that differences inside it read as ties.
+            bars = {axis: _error_bars(group) for axis, name in (("error_x", x), ("error_y", y)) if name == "accuracy"}
+            figure.add_trace(go.Scatter(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
+                                        **bars, **common))
     if three_d:
         figure.update_layout(scene={"xaxis_title": x, "yaxis_title": y, "zaxis_title": three_d})
     else:

@@ -77,11 +77,20 @@ def read_arch(folder: Path) -> dict:
         shape = check_shape(task["input_shape"], f"{path}: input_shape")
         classes = check_classes(task["num_classes"], f"{path}: num_classes")
         check_buildable(Arch.decode(genome), shape, classes)
+        _check_training(document.get("training") or {})
     except (ValueError, KeyError, TypeError) as error:
         raise UserError(f"{path} is not an EAS architecture file ({type(error).__name__}: {error})") from None
     except UserError as error:
         raise UserError(f"{path}: {error}") from None
     return document
+
+
+def _check_training(training: dict) -> None:
+    from eas.space import TRAIN_FIELDS
+
+    for key, value in training.items():
+        if key not in TRAIN_FIELDS or not TRAIN_FIELDS[key][0](value):
+            raise UserError(f"training.{key}: {value!r} is not {TRAIN_FIELDS.get(key, (0, 'known'))[1]}")
 
 
 def check_task_fits(document: dict, task) -> None:
@@ -165,7 +174,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
             if progress["global_step"] % plan.checkpoint_steps == 0 or (
                     time.monotonic() - last_checkpoint > 60 * plan.checkpoint_minutes):
                 checkpoint_now()
-        recalibrate_batchnorm(model, train_x, torch.channels_last, batch_size=train_step.micro_batch)
+        recalibrate_batchnorm(model, train_x, torch.channels_last, images=2048, batch_size=train_step.micro_batch)
         accuracy, val_loss = evaluate_accuracy(model, task.val_x, task.val_y, device)
         bank_energy_and_time()
         progress["history"].append({"epoch": epoch + 1, "val_accuracy": accuracy, "val_loss": val_loss,

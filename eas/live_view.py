@@ -6,6 +6,7 @@ never the size of the study, so the ten-thousandth trial is booked as fast as th
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from eas.genome import Arch
@@ -35,12 +36,21 @@ class LiveStudy:
         self.front: list[TrialRecord] = []
         self.any_feasible = False
         self.training_energy_j = 0.0  # spent by the search; reused results are not counted again
+        self.evaluate_energy_j = 0.0  # everything evaluations cost: training, validation, timing
+        self.evaluate_seconds = 0.0
         self.hypervolume = 0.0
+        self.rung_results: dict[int, dict[int, dict]] = {}  # rung -> trial number -> rung record
 
     def refresh(self) -> list[TrialRecord]:
         changed = self.reader.poll()
         front_changed = False
         for record in changed:
+            for results in self.rung_results.values():
+                results.pop(record.number, None)
+            # A failed trial's retry carries its rungs; a reused result is its source's, counted once.
+            if record.state not in ("failed", "broken") and schema.CACHED_FROM not in record.attrs:
+                for rung in record.attrs.get(schema.RUNGS) or []:
+                    self.rung_results.setdefault(rung["rung"], {})[record.number] = rung
             previous = self.states.get(record.number)
             if previous is not None:
                 self.counts[previous] -= 1
@@ -48,12 +58,16 @@ class LiveStudy:
             self.counts[record.state] += 1
             if previous == record.state:
                 continue
-            if record.state in ("complete", "infeasible") and record.metrics:
+            reusable = record.state in ("complete", "infeasible") or record.metrics.get("status") == "stopped"
+            if reusable and record.metrics:
                 key = genome_key(record)
                 if key is not None and schema.CACHED_FROM not in record.attrs:
                     self.evaluated.setdefault(key, record)
-            if record.state in ("complete", "infeasible", "pruned", "failed"):
+            finished = record.state in ("complete", "infeasible", "pruned", "failed")
+            if finished and schema.CACHED_FROM not in record.attrs:
                 self.training_energy_j += spent_energy_j(record)
+                self.evaluate_energy_j += _number(record.metrics.get("evaluate_energy_j"))
+                self.evaluate_seconds += _number(record.metrics.get("evaluate_seconds"))
             if record.state == "complete" and record.metrics.get("status", "ok") == "ok":
                 self.any_feasible = True
             if feasible([record], self.objectives):
@@ -68,4 +82,11 @@ class LiveStudy:
 
     def known(self, key: str) -> TrialRecord | None:
         return self.evaluated.get(key)
+
+    def results_at(self, rung: int, excluding: int | None = None) -> list[dict]:
+        return [r for number, r in self.rung_results.get(rung, {}).items() if number != excluding]
+
+
+def _number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 

@@ -16,7 +16,8 @@ from eas.units import format_duration
 
 def status_text(live) -> str:
     c = live.counts
-    return (f"{c['complete']} done, {c['failed']} failed, {c['infeasible']} infeasible, {c['pruned']} cut"
+    return (f"{c['complete']} done, {c['stopped']} stopped, {c['infeasible']} infeasible, {c['pruned']} cut, "
+            f"{c['failed']} failed"
             + (f", {c['broken']} broken" if c["broken"] else "")
             + f" | front {len(live.front)} | HV {live.hypervolume:.3f}")
 

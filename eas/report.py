@@ -32,15 +32,26 @@ def spent_energy_j(record: TrialRecord) -> float:
 def minimised(records: list[TrialRecord], objectives: tuple[str, ...],
               reference: dict[str, float] | None = None) -> np.ndarray:
     """(n, d) matrix where smaller is better: -accuracy, or normalised as in the module doc."""
+    return minimised_values([r.metrics for r in records], objectives, reference)
+
+
+def _value(metrics: dict, objective: str) -> float:
+    value = metrics.get(OBJECTIVES[objective].metric)
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def minimised_values(metrics: list[dict], objectives: tuple[str, ...],
+                     reference: dict[str, float] | None = None) -> np.ndarray:
+    """As `minimised`, over metric dicts (a trial's metrics, or its record at one rung)."""
     columns = []
     for name in objectives:
-        values = np.array([r.value(name) for r in records], dtype=float)
+        values = np.array([_value(m, name) for m in metrics], dtype=float)
         if OBJECTIVES[name].direction == "maximize":
             columns.append(1.0 - values if reference is not None else -values)
         else:
             scale = reference.get(name) if reference else None
             columns.append(values / scale if scale else values)
-    return np.stack(columns, axis=1) if columns else np.zeros((len(records), 0))
+    return np.stack(columns, axis=1) if columns else np.zeros((len(metrics), 0))
 
 
 def pareto_mask(points: np.ndarray) -> np.ndarray:
@@ -69,11 +80,70 @@ def feasible(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[Tr
             and all(math.isfinite(r.value(o)) for o in objectives)]
 
 
+def accuracy_interval(metrics: dict) -> tuple[float, float]:
+    """The stored 95% interval of a validation accuracy; a point for results stored without one."""
+    accuracy = metrics.get("accuracy")
+    low, high = metrics.get("accuracy_low"), metrics.get("accuracy_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low <= high:
+        return float(low), float(high)
+    return (float(accuracy), float(accuracy)) if isinstance(accuracy, (int, float)) else (math.nan, math.nan)
+
+
+def tied_pareto_mask(records: list[TrialRecord], objectives: tuple[str, ...]) -> np.ndarray:
+    """Non-dominated records when accuracies whose 95% intervals overlap count as equal: a trial
+    is dominated by one that is no worse everywhere (overlapping accuracy = a tie) and better
+    somewhere (accuracy: the whole interval above). So a costlier model whose accuracy gain is
+    within the noise of validation leaves the front to the cheaper one."""
+    costs = [o for o in objectives if OBJECTIVES[o].direction == "minimize"]
+    points = minimised(records, tuple(costs))
+    if "accuracy" not in objectives:
+        return pareto_mask(points)
+    intervals = np.array([accuracy_interval(r.metrics) for r in records]).reshape(len(records), 2)
+    low, high = intervals[:, 0], intervals[:, 1]
+    mask = np.ones(len(records), dtype=bool)
+    for j in range(len(records)):
+        better = low > high[j]  # whose interval lies wholly above j's
+        not_worse = high >= low[j]
+        if costs:
+            cost_le = np.all(points <= points[j], axis=1)
+            cost_lt = np.any(points < points[j], axis=1)
+        else:
+            cost_le, cost_lt = np.ones(len(records), bool), np.zeros(len(records), bool)
+        dominated = not_worse & cost_le & (better | cost_lt)
+        dominated[j] = False
+        mask[j] = not dominated.any()
+    return mask
+
+
 def pareto_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """The Pareto set of the complete feasible trials, accuracy ties within their 95% intervals."""
     candidates = feasible(records, objectives)
-    mask = pareto_mask(minimised(candidates, objectives))
+    mask = tied_pareto_mask(candidates, objectives)
     return sorted((r for r, keep in zip(candidates, mask, strict=True) if keep),
                   key=lambda r: -r.value(objectives[0]))
+
+
+def rank_agreement(records: list[TrialRecord]) -> list[dict]:
+    """How well each rung ranks candidates like the next one: Kendall's tau between the
+    accuracies at rung k and rung k+1, over the trials that reached both (the promoted ones)."""
+    from scipy.stats import kendalltau
+
+    pairs: dict[int, list[tuple[float, float]]] = {}
+    for record in records:
+        if record.state in ("failed", "broken") or schema.CACHED_FROM in record.attrs:
+            continue
+        by_rung = {r["rung"]: r.get("accuracy") for r in record.attrs.get(schema.RUNGS) or []}
+        for rung, accuracy in by_rung.items():
+            following = by_rung.get(rung + 1)
+            if isinstance(accuracy, (int, float)) and isinstance(following, (int, float)):
+                pairs.setdefault(rung, []).append((accuracy, following))
+    result = []
+    for rung in sorted(pairs):
+        values = np.array(pairs[rung])
+        tau = kendalltau(values[:, 0], values[:, 1]).statistic if len(values) >= 3 else math.nan
+        result.append({"from_rung": rung, "to_rung": rung + 1, "trials": len(values),
+                       "kendall_tau": None if not math.isfinite(tau) else float(tau)})
+    return result
 
 
 def hypervolume_of_points(points: np.ndarray) -> float:
@@ -148,3 +218,62 @@ def select_trial(records: list[TrialRecord], objectives: tuple[str, ...], trial:
     if pick == "most-accurate":
         return max(front, key=lambda r: (r.metrics.get("accuracy", 0), -r.metrics.get("macs", 0)))
     return min(front, key=lambda r: (r.metrics.get("macs", 0), -r.metrics.get("accuracy", 0)))
+
+
+def rung_counts(records: list[TrialRecord]) -> list[dict]:
+    """Per rung: how many candidates finished it, and how many of those trained on."""
+    counts: dict[int, dict] = {}
+    for record in records:
+        if record.state in ("failed", "broken") or schema.CACHED_FROM in record.attrs:
+            continue
+        for rung in record.attrs.get(schema.RUNGS) or []:
+            entry = counts.setdefault(rung["rung"], {"rung": rung["rung"], "finished": 0, "trained_on": 0,
+                                                     "steps": rung.get("steps")})
+            entry["finished"] += 1
+            entry["trained_on"] += bool(rung.get("go_on"))
+    return [counts[k] for k in sorted(counts)]
+
+
+def footprint(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> dict:
+    """What the whole search cost: wall time from its first trial to its last, the time and
+    energy of all evaluations (reused results not counted again), with the energy's source,
+    and hypervolume per kWh."""
+    finished = [r for r in records if r.finished is not None and r.started is not None]
+    evaluated = [r for r in records if schema.CACHED_FROM not in r.attrs and r.state != "broken"]
+    energy = sum(float(r.metrics.get("evaluate_energy_j") or spent_energy_j(r)) for r in evaluated
+                 if isinstance(r.metrics.get("evaluate_energy_j") or 0.0, (int, float)))
+    seconds = sum(float(r.metrics.get("evaluate_seconds") or 0.0) for r in evaluated
+                  if isinstance(r.metrics.get("evaluate_seconds") or 0.0, (int, float)))
+    sources = sorted({str(r.metrics.get("energy_source")) for r in evaluated if r.metrics.get("energy_source")})
+    kwh = energy / 3.6e6
+    hv = hypervolume(records, objectives, reference)
+    return {"wall_seconds": (max(r.finished for r in finished) - min(r.started for r in finished)) if finished
+            else 0.0, "evaluate_seconds": seconds, "energy_j": energy, "energy_kwh": kwh,
+            "energy_source": ", ".join(sources) or "-", "hypervolume": hv,
+            "hypervolume_per_kwh": hv / kwh if kwh > 0 else None}
+
+
+def time_split_total(records: list[TrialRecord]) -> dict[str, float]:
+    """Seconds per phase of evaluation (training, validation, ...) summed over the trials."""
+    total: dict[str, float] = {}
+    for record in records:
+        if schema.CACHED_FROM in record.attrs:
+            continue
+        split = record.metrics.get("time_split")
+        if isinstance(split, dict):
+            for phase, seconds in split.items():
+                if isinstance(seconds, (int, float)) and math.isfinite(seconds):
+                    total[str(phase)] = total.get(str(phase), 0.0) + float(seconds)
+    return total
+
+
+def trial_summary(record: TrialRecord) -> dict:
+    """One trial in brief, for `eas show --json`: its state, the rung it reached, and its
+    accuracy at each rung."""
+    rungs = record.attrs.get(schema.RUNGS) or []
+    return {"trial": record.number, "state": record.state, "genome": record.genome,
+            "rung": rungs[-1]["rung"] if rungs else None,
+            "rungs": [{k: r.get(k) for k in ("rung", "steps", "accuracy", "accuracy_low", "accuracy_high",
+                                             "val_images", "go_on", "position", "results")} for r in rungs],
+            "accuracy": record.metrics.get("accuracy"), "reason": record.reason,
+            "reused_from": record.attrs.get(schema.CACHED_FROM)}

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 from eas.errors import UserError
 from eas.objectives import OBJECTIVES, Constraints
+from eas.rungs import Ladder
 from eas.study import schema
 from eas.study.schema import SearchSettings
 from eas.units import parse_seconds
 
 MAX_CONSECUTIVE_INFEASIBLE = 200
-SAMPLER_NAMES = ("nsga2", "tpe", "gp", "random")
+SAMPLER_NAMES = ("eas", "nsga2", "tpe", "gp", "random")
 MAX_BUDGET_SECONDS = 366 * 24 * 3600
 
 
@@ -49,20 +50,6 @@ class Budget:
             return [self] * workers
         shares = [self.trials // workers + (i < self.trials % workers) for i in range(workers)]
         return [Budget(self.seconds, share) for share in shares if share]
-
-
-def make_sampler(name: str, seed: int, population: int):
-    import optuna
-
-    samplers: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=population),
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True),
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed),
-        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-    }
-    if name not in samplers:
-        raise UserError(f"unknown sampler {name!r} (known: {', '.join(SAMPLER_NAMES)})")
-    return samplers[name]()
 
 
 # -- study setup -----------------------------------------------------------------------------
@@ -181,33 +168,54 @@ class RunSummary:
     trials: int = 0
     cached: int = 0
     evaluate_seconds: float = 0.0
+    time_split: dict = field(default_factory=dict)  # phase -> seconds, over this run's evaluations
+    refused: dict = field(default_factory=dict)  # reason -> proposals refused before becoming trials
     stopped: str = ""  # budget | trials | interrupted | no-feasible | done
 
     @property
     def wall_seconds(self) -> float:
         return time.time() - self.started
 
+    def add(self, metrics: dict) -> None:
+        self.evaluate_seconds += metrics.get("evaluate_seconds") or 0.0
+        for phase, seconds in (metrics.get("time_split") or {}).items():
+            self.time_split[phase] = self.time_split.get(phase, 0.0) + seconds
+
+
+def ladder_of(settings: SearchSettings, task) -> Ladder:
+    """The study's rungs; a study without them trains every candidate at its one fidelity."""
+    from eas.train import Fidelity
+
+    if settings.multi_fidelity:
+        return Ladder.from_dict(settings.multi_fidelity)
+    return Ladder((Fidelity(**settings.fidelity).total_steps(len(task.train_y)),), 3)
+
 
 class TrialRunner:
-    """The objective Optuna calls: sample, skip known genomes, evaluate, store everything."""
+    """The objective Optuna calls: sample, skip known genomes, train rung by rung, store everything."""
 
-    def __init__(self, settings: SearchSettings, space, task, live, deadline: float | None,
+    def __init__(self, settings: SearchSettings, space, task, live, snapshots, deadline: float | None,
                  trial_timeout: float, summary: RunSummary):
         from eas.provenance import versions
         from eas.train import Fidelity
 
-        self.settings, self.space, self.task, self.live = settings, space, task, live
+        self.settings, self.space, self.task, self.live, self.snapshots = settings, space, task, live, snapshots
         self.fidelity = Fidelity(**settings.fidelity)
+        self.ladder = ladder_of(settings, task)
         self.constraints = Constraints.from_dict(settings.constraints)
         self.deadline, self.trial_timeout, self.summary = deadline, trial_timeout, summary
         self.versions = versions()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.current_trial_id: int | None = None
+        self.sampler = None  # the ConstraintAwareSampler, whose refusals each trial reports
 
     def __call__(self, trial) -> list[float]:
+        import optuna
+
         self.current_trial_id = trial._trial_id
         arch = self.space.sample(trial)
-        key = arch.canonical_hash()
+        training = self.space.training_of(trial.params)
+        key = candidate_key(arch, training)
         trial.set_user_attr(schema.GENOME, arch.encode())
         trial.set_user_attr(schema.GENOME_KEY, key)
         trial.set_user_attr(schema.WORKER, self.worker)
@@ -217,11 +225,20 @@ class TrialRunner:
             self.summary.cached += 1
             metrics = known.metrics
             trial.set_user_attr(schema.CACHED_FROM, known.number)
+            if known.attrs.get(schema.RUNGS):
+                trial.set_user_attr(schema.RUNGS, known.attrs[schema.RUNGS])
         else:
-            metrics = self._evaluate(trial, arch)
+            metrics = self._evaluate(trial, arch, training)
+        refused = self.sampler.refused if self.sampler is not None else {}
+        metrics = {**metrics, "proposals_refused": dict(refused)}
+        for reason, count in refused.items():
+            self.summary.refused[reason] = self.summary.refused.get(reason, 0) + count
         # Few writes per trial: each is a transaction (35-250 ms on SQLite).
         trial.set_user_attr(schema.METRICS, metrics)
         trial.set_user_attr(schema.STATUS, metrics["status"])
+        if metrics["status"] == "stopped":
+            trial.set_user_attr(schema.REASON, metrics.get("reason") or "stopped")
+            raise optuna.TrialPruned(metrics.get("reason"))
         violations = metrics.get("violations") or {}
         for name in self.constraints.to_dict():
             # A limit that was not measured (latency of a candidate already over its MACs limit)
@@ -231,18 +248,15 @@ class TrialRunner:
                                  else 0.0)
         return objective_values(metrics, self.settings.objectives)
 
-    def _evaluate(self, trial, arch) -> dict:
+    def _evaluate(self, trial, arch, training: dict) -> dict:
         import optuna
 
-        from eas.evaluate import evaluate
         from eas.train import TrialTimeout
 
         limit = time.monotonic() + self.trial_timeout
         deadline = min(limit, self.deadline) if self.deadline else limit
         try:
-            result = evaluate(arch, self.task, self.fidelity, device=self.settings.device,
-                              seed=self.settings.seed, meter=self.settings.meter,
-                              constraints=self.constraints, deadline=deadline)
+            result = self._train_rungs(trial, arch, training, deadline)
         except TrialTimeout as cut:
             _set_outcome(trial, "cut", str(cut))
             raise optuna.TrialPruned(str(cut)) from None
@@ -252,8 +266,96 @@ class TrialRunner:
         except Exception as error:
             _set_outcome(trial, "error", f"{type(error).__name__}: {error}"[:500])
             raise
-        self.summary.evaluate_seconds += result.evaluate_seconds
-        return {**_flatten(result.to_dict()), "versions": self.versions}
+        finally:
+            self.snapshots.drop(trial.number)
+        metrics = {**_flatten(result.to_dict()), "versions": self.versions}
+        self.summary.add(metrics)
+        return metrics
+
+    def _resume_point(self, trial, candidate) -> tuple[int, list[dict]]:
+        """(first rung to train, rung records so far). A retry of a trial whose worker died
+        continues from the weights of its last finished rung, when they were kept."""
+        rungs = trial.user_attrs.get(schema.RUNGS) or []
+        history = trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history") or []
+        saved = self.snapshots.load(history[-1]) if history and rungs else None
+        if saved is None or saved[0] != rungs[-1].get("rung") or rungs[-1].get("go_on") is not True:
+            return 0, []
+        candidate.model.load_state_dict(saved[1])
+        self.snapshots.drop(*history)
+        return saved[0] + 1, rungs
+
+    def _train_rungs(self, trial, arch, training: dict, deadline):
+        from dataclasses import replace
+
+        from eas.evaluate import Candidate
+
+        fidelity = replace(self.fidelity, **training)
+        candidate = Candidate(arch, self.task, fidelity, self.settings.device, self.settings.seed,
+                              self.settings.meter)
+        # Rungs count optimiser steps at the study's batch size: another batch size sees as many images.
+        scale = self.fidelity.batch_size / fidelity.batch_size
+        violations = self.constraints.violations(candidate.metrics)
+        if any(v > 0 for v in violations.values()):  # counted costs: infeasible in milliseconds
+            return candidate.result("infeasible", _violated(violations), violations)
+        candidate.measure_latency()
+        violations = self.constraints.violations(candidate.metrics)
+        if any(v > 0 for v in violations.values()):
+            return candidate.result("infeasible", _violated(violations), violations)
+        first, rungs = self._resume_point(trial, candidate)
+        ladder = self.ladder
+        for rung in range(first, ladder.top + 1):
+            done = round((ladder.steps[rung - 1] if rung else 0) * scale)
+            trained = candidate.train_segment(round(ladder.steps[rung] * scale) - done, segment=rung, deadline=deadline,
+                                              recalibration_images=ladder.recalibration_images(rung))
+            if trained.diverged:
+                return candidate.result("diverged", trained.diverged, violations)
+            validation = candidate.validate(ladder.val_images(rung))
+            record = {"rung": rung, "steps": ladder.steps[rung], **validation,
+                      "train_seconds": candidate.train["seconds"], "train_energy_j": candidate.train["energy_j"],
+                      **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference", "latency_ms")}}
+            if ladder.top > 0:
+                decision = self._decide(trial.number, rung, record)
+                record.update(decision.to_dict(), go_on=decision.go_on and rung < ladder.top)
+            rungs.append(record)
+            if rung == ladder.top:
+                break
+            trial.set_user_attr(schema.RUNGS, rungs)
+            if not record["go_on"]:
+                reason = (f"stopped after rung {rung}: ranked {decision.position + 1} of {decision.results} "
+                          f"results there (the best {decision.keep} train on)")
+                return candidate.result("stopped", reason, violations, validation)
+            self.snapshots.save(trial.number, rung, candidate.model.state_dict())
+        if ladder.top > 0:
+            trial.set_user_attr(schema.RUNGS, rungs)
+        return candidate.result("ok", violations=violations, validation=validation)
+
+    def _decide(self, number: int, rung: int, record: dict):
+        """Rank this rung result among every result stored at the rung so far."""
+        import numpy as np
+
+        from eas.report import minimised_values
+        from eas.rungs import decide
+
+        self.live.refresh()
+        results = [*self.live.results_at(rung, excluding=number), record]
+        points = minimised_values(results, self.settings.objectives, self.live.reference)
+        return decide(np.nan_to_num(points, nan=np.inf), len(results) - 1, self.ladder.eta)
+
+
+def candidate_key(arch, training: dict) -> str:
+    """Equal for candidates that train the same network the same way: the genome's canonical
+    hash, extended by the training hyperparameters a space chose (when it chooses any)."""
+    import hashlib
+    import json
+
+    if not training:
+        return arch.canonical_hash()
+    text = arch.canonical().encode() + json.dumps(training, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _violated(violations: dict) -> str:
+    return "violates " + ", ".join(k for k, v in violations.items() if v > 0)
 
 
 def _set_outcome(trial, status: str, reason: str) -> None:
@@ -288,17 +390,51 @@ def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
     return values
 
 
+def make_sampler(settings: SearchSettings, space, task, live, seed: int):
+    """The study's sampler, wrapped so that proposals over a counted limit, or evaluated before,
+    never become trials."""
+    from eas.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
+
+    if settings.sampler not in SAMPLERS:
+        raise UserError(f"unknown sampler {settings.sampler!r} (known: {', '.join(SAMPLERS)})")
+    distributions = space_distributions(space)
+    base = SAMPLERS[settings.sampler](seed, settings.population, distributions)
+    constraints = Constraints.from_dict(settings.constraints)
+
+    def refuse(params: dict) -> str | None:
+        from eas.errors import UserError as BadArch
+
+        try:
+            arch = space.arch_from_params(params)
+            counted = counted_costs(arch, task)
+        except BadArch:
+            return "unbuildable"
+        broken = [name for name, excess in constraints.violations(counted).items() if excess > 0]
+        if broken:
+            return "over " + ", ".join(broken)
+        if live.known(candidate_key(arch, space.training_of(params))) is not None:
+            return "evaluated before"
+        return None
+
+    return ConstraintAwareSampler(base, distributions, refuse)
+
+
 def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,
-               seed: int, on_trial: Callable[[object, RunSummary], None] | None = None) -> RunSummary:
+               seed: int, on_trial: Callable[[object, RunSummary], None] | None = None,
+               snapshots=None) -> RunSummary:
     """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible."""
     import optuna
     from optuna.trial import TrialState
 
+    from eas.study.snapshots import Snapshots
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study.sampler = make_sampler(settings.sampler, seed, settings.population)
+    study.sampler = make_sampler(settings, space, task, live, seed)
     summary = RunSummary()
     deadline = time.monotonic() + budget.seconds if budget.seconds else None
-    runner = TrialRunner(settings, space, task, live, deadline, trial_timeout, summary)
+    snapshots = snapshots or Snapshots(_engine_of(study), study.study_name)
+    runner = TrialRunner(settings, space, task, live, snapshots, deadline, trial_timeout, summary)
+    runner.sampler = study.sampler
     streak = {"infeasible": 0}
 
     def after_trial(study_, frozen) -> None:
@@ -321,6 +457,11 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
         summary.stopped = "interrupted"
         _fail_if_running(study, runner.current_trial_id)
     return summary
+
+
+def _engine_of(study):
+    storage = study._storage
+    return getattr(storage, "_backend", storage).engine
 
 
 def _fail_if_running(study, trial_id: int | None) -> None:

@@ -61,13 +61,20 @@ class Space:
 
     # -- sampling ----------------------------------------------------------------------
     def parameters(self) -> dict[str, list]:
-        """Every choice parameter with its fixed choice list, in sampling order."""
+        """Every choice parameter with its fixed choice list, in sampling order (the training
+        hyperparameters of an optional `train:` section last, as `train.lr` and so on)."""
         params = {}
-        for part, spec in self._specs():
+        for part, spec in [*self._specs(), ("train", self.definition.get("train") or {})]:
             for key, value in spec.items():
                 if key != "kind" and isinstance(value, list) and len(value) > 1:
                     params[f"{part}.{key}"] = value
         return params
+
+    def training_of(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The training hyperparameters a candidate uses: the space's `train:` section with the
+        sampled choices (empty when the space has none)."""
+        section = self.definition.get("train") or {}
+        return {key: params.get(f"train.{key}", _choices(value)[0]) for key, value in section.items()}
 
     def sample(self, trial) -> Arch:
         """Draw an Arch through `trial.suggest_categorical`, one call per choice parameter."""
@@ -107,10 +114,11 @@ class Space:
         return arch.with_strides(strides)
 
     def params_of(self, arch: Arch) -> dict[str, Any] | None:
-        """The params that make this space produce `arch` (after adaptation), or None."""
+        """The params that make this space produce `arch` (after adaptation), or None; training
+        hyperparameters take their first choice."""
         target = self.adapt(arch)
         names = self.parameters()
-        params: dict[str, Any] = {}
+        params: dict[str, Any] = {n: c[0] for n, c in names.items() if n.startswith("train.")}
         for part, values in (("stem", {"width": target.stem.width, "kernel": target.stem.kernel,
                                        "act": target.stem.act}),
                              ("head", {"width": target.head.width, "hidden": target.head.ffn,
@@ -201,6 +209,7 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
             fail(key, "missing")
     if not isinstance(definition["stages"], list) or not definition["stages"]:
         fail("stages", "expected a non-empty list of stages")
+    _validate_training(definition.get("train"), fail)
     parts = [("stem", definition["stem"], STEM_FIELDS, Stem)]
     parts += [(f"stages[{i}]", spec, STAGE_FIELDS, Stage) for i, spec in enumerate(definition["stages"])]
     parts.append(("head", definition["head"], HEAD_FIELDS, Head))
@@ -208,6 +217,32 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
         _validate_part(where, spec, known, cls, fail)
     name = str(definition.get("name", default_name))
     return Space(name=name, description=str(definition.get("description", "")), definition=definition)
+
+
+TRAIN_FIELDS = {  # optional `train:` section: key -> (check, what it must be)
+    "lr": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 10 and v == v,
+           "a learning rate in (0, 10)"),
+    "weight_decay": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 10,
+                     "a weight decay in [0, 10)"),
+    "batch_size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 65536,
+                   "an integer batch size 2..65536"),
+}
+
+
+def _validate_training(section, fail) -> None:
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        fail("train", "expected a mapping of lr, weight_decay, batch_size")
+    for key, value in section.items():
+        if key not in TRAIN_FIELDS:
+            fail(f"train.{key}", f"unknown field (known: {', '.join(TRAIN_FIELDS)})")
+        if isinstance(value, list) and not value:
+            fail(f"train.{key}", "empty choice list")
+        check, what = TRAIN_FIELDS[key]
+        for choice in _choices(value):
+            if not check(choice):
+                fail(f"train.{key}", f"{choice!r} is not {what}")
 
 
 def _validate_part(where, spec, known, cls, fail) -> None:

@@ -61,14 +61,65 @@ def pareto_rows(front, knee_record) -> list[list]:
         energy = m.get("inference_energy_j_per_1k")
         rows.append([
             f"{r.number}{'*' if knee_record is not None and r.number == knee_record.number else ''}",
-            f"{m.get('accuracy', 0):.2%}", human(m.get("macs", 0)), human(m.get("params", 0)),
+            accuracy_text(m), human(m.get("macs", 0)), human(m.get("params", 0)),
             f"{energy:.3g} J/1k ({m.get('energy_source', '?')})" if energy is not None else "-",
             f"{m.get('latency_ms', 0):.2f} ms", r.genome or "",
         ])
     return rows
 
 
-PARETO_HEADERS = ["trial", "accuracy", "MACs", "params", "energy", "latency", "genome"]
+PARETO_HEADERS = ["trial", "accuracy (95% CI)", "MACs", "params", "energy", "latency", "genome"]
+
+
+def accuracy_text(metrics: dict) -> str:
+    """85.20% +-0.90: the validation accuracy with the half-width of its 95% interval."""
+    from eas.report import accuracy_interval
+
+    accuracy = metrics.get("accuracy") or 0.0
+    low, high = accuracy_interval(metrics)
+    half = (high - low) / 2 if high == high else 0.0
+    return f"{accuracy:.2%} ±{half:.2%}" if half else f"{accuracy:.2%}"
+
+
+def split_text(split: dict[str, float]) -> str:
+    total = sum(split.values())
+    if not total:
+        return "-"
+    return ", ".join(f"{phase} {seconds / total:.0%}" for phase, seconds in
+                     sorted(split.items(), key=lambda item: -item[1]) if seconds / total >= 0.005)
+
+
+def fidelity_lines(settings: dict, records) -> list[str]:
+    """The rungs of a multi-fidelity study, how many reached each, and how well each ranks."""
+    from eas.report import rank_agreement, rung_counts
+
+    ladder = settings.get("multi_fidelity") or {}
+    if not ladder:
+        return []
+    counts = {c["rung"]: c for c in rung_counts(records)}
+    agreement = {a["from_rung"]: a for a in rank_agreement(records)}
+    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}): "
+             + ", ".join(f"rung {k} at {steps} steps: {counts.get(k, {}).get('finished', 0)} finished"
+                         for k, steps in enumerate(ladder["steps"]))]
+    for k in range(len(ladder["steps"]) - 1):
+        entry = agreement.get(k)
+        tau = entry["kendall_tau"] if entry else None
+        lines.append(f"            rung {k} -> {k + 1}: Kendall tau "
+                     + (f"{tau:+.2f} over {entry['trials']} promoted trials" if tau is not None
+                        else "not yet measured (fewer than 3 promoted trials)"))
+    return lines
+
+
+def footprint_lines(records, objectives, reference) -> list[str]:
+    from eas.report import footprint, time_split_total
+    from eas.units import format_duration
+
+    spent = footprint(records, objectives, reference)
+    per_kwh = spent["hypervolume_per_kwh"]
+    return [f"footprint   {format_duration(spent['wall_seconds'])} wall, evaluations "
+            f"{format_duration(spent['evaluate_seconds'])}, {spent['energy_kwh']:.3g} kWh ({spent['energy_source']})"
+            + (f"; hypervolume per kWh {per_kwh:,.1f}" if per_kwh else ""),
+            f"time split  {split_text(time_split_total(records))}"]
 
 
 def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
@@ -88,10 +139,13 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         f"fidelity    {fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
         f"batch {fidelity.get('batch_size')}",
         "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
+        *fidelity_lines(settings, records),
         f"hypervolume {hypervolume(records, objectives, reference):.4f} (normalised; reference point: "
         "accuracy 0 and the space's largest arch x 1.1, or the constraint limit)",
+        *footprint_lines(records, objectives, reference),
         "",
-        f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off):",
+        f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off; accuracies whose 95% "
+        "intervals overlap count as ties):",
         table(pareto_rows(front, knee_record), PARETO_HEADERS) if front else "  (no complete feasible trial yet)",
     ]
     sources = {r.metrics.get("energy_source") for r in front}
@@ -111,11 +165,32 @@ def run_lines(summary, budget, records, objectives, reference) -> list[str]:
     spent = summary.evaluate_seconds
     share = spent / wall if wall else 0.0
     limit = f"budget {format_duration(budget.seconds)}" if budget.seconds else f"{budget.trials} trials"
+    refused = sum(summary.refused.values())
     return [
         f"stopped     {summary.stopped} ({limit}; ran {format_duration(wall)})",
         f"this run    {summary.trials} trials, {summary.cached} reused from identical genomes; "
         f"evaluating candidates {format_duration(spent)} ({share:.0%} of the time)",
+        f"            time per phase: {split_text(summary.time_split)}",
+        f"proposals   {refused} refused before becoming trials"
+        + (f" ({', '.join(f'{n} {reason}' for reason, n in summary.refused.items())})" if refused else ""),
         "study       " + ", ".join(f"{v} {k}" for k, v in c.items() if v)
         + f"; Pareto set {len(pareto_front(records, objectives))}, "
           f"hypervolume {hypervolume(records, objectives, reference):.4f}",
     ]
+
+
+def verification_lines(result: dict) -> list[str]:
+    """What `eas verify` found: rank agreement, seed spread, and who held their place."""
+    from eas.units import format_duration
+
+    tau = result.get("kendall_tau")
+    lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:g}x the "
+             f"full fidelity), {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
+             "rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
+             f"held        {result['held']} of {result['of']} members kept their place on the Pareto set", ""]
+    rows = [[str(r["trial"]), f"{r['search_accuracy']:.2%}", f"{r['verified_accuracy']:.2%}",
+             f"{r['verified_accuracy'] - r['search_accuracy']:+.2%}",
+             f"{r['seed_spread']:.2%}" if r.get("seed_spread") is not None else "-",
+             "yes" if r["held_place"] else "no", r["genome"]] for r in result["members"]]
+    lines.append(table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "genome"]))
+    return lines

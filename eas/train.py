@@ -98,15 +98,21 @@ class TrainResult:
 
 
 def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fidelity: Fidelity,
-          device: torch.device, seed: int = 0, deadline: float | None = None) -> TrainResult:
-    """Train `model` in place at `fidelity`. `deadline` is a time.monotonic() value."""
-    torch.manual_seed(seed)
+          device: torch.device, seed: int = 0, deadline: float | None = None, steps: int | None = None,
+          segment: int = 0, recalibration_images: int = 1024) -> TrainResult:
+    """Train `model` in place: `steps` optimiser steps (default: the fidelity's) with a fresh
+    optimiser and a warm-up + cosine schedule over those steps. A multi-fidelity rung continues
+    training an earlier rung's weights as a new `segment` (a warm restart); its data order and
+    randomness follow (seed, segment) only, so a segment resumed on another worker trains the
+    same way. `deadline` is a time.monotonic() value."""
+    torch.manual_seed(seed * 1009 + segment)
     generator = torch.Generator().manual_seed(seed)
     if fidelity.subset and fidelity.subset < len(train_y):
         chosen = torch.randperm(len(train_y), generator=generator)[: fidelity.subset]
         train_x, train_y = train_x[chosen], train_y[chosen]
+    generator.manual_seed(seed * 1009 + segment)
     n = len(train_y)
-    total_steps = fidelity.total_steps(n)
+    total_steps = steps or fidelity.total_steps(n)
     precision = resolve_precision(fidelity.precision, device)
     # channels_last gave about 2x on these CPUs and helps CUDA convs too; "off" opts out.
     channels_last = fidelity.channels_last != "off"
@@ -132,7 +138,8 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
                                loss_value, precision, channels_last, step.micro_batch or fidelity.batch_size,
                                diverged=f"loss became {loss_value} at step {step_index + 1}")
     recalibration_started = time.perf_counter()
-    recalibrate_batchnorm(model, train_x, memory_format, batch_size=step.micro_batch or 256)
+    recalibrate_batchnorm(model, train_x, memory_format, images=recalibration_images,
+                          batch_size=min(128, step.micro_batch or 128))
     if device.type == "cuda":
         torch.cuda.synchronize()
     finished = time.perf_counter()

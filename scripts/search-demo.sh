@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 . .venv/bin/activate
-eas search --space mobile --data fashion-mnist --budget 3m --max-macs 20M --subset 3000 \
+eas search --space mobile --data fashion-mnist --budget 3m --max-macs 20M --epochs 1 --subset 9000 \
   --study demo-fashion-mnist "$@"
 eas studies

@@ -38,6 +38,7 @@ def small_study(tmp_path_factory):
     root = tmp_path_factory.mktemp("small-study")
     env = {"EAS_STUDIES_DIR": str(root / "studies")}
     result = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "2", "--trials", "6",
-                     "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", env=env, cwd=root)
+                     "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", "--rungs", "1",
+                     env=env, cwd=root)
     assert result.returncode == 0, result.stderr
     return root, env

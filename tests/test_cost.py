@@ -126,3 +126,22 @@ def test_profile_restores_training_mode():
     model = build(reference("mobilenet_v3_small"), (3, 32, 32), 10).train()
     profile(model, (3, 32, 32))
     assert model.training
+
+
+@pytest.mark.parametrize("space_name, shape", [("mobile", (1, 28, 28)), ("hybrid", (3, 32, 32)), ("tiny", (1, 8, 8))])
+def test_counting_a_genome_equals_profiling_its_model(space_name, shape):
+    """eas.arch_cost (no torch, microseconds) agrees exactly with the profiled model."""
+    import optuna
+
+    from eas.arch_cost import arch_cost
+    from eas.space import load_space
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = load_space(space_name, shape)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    for _ in range(6):
+        arch = space.sample(study.ask())
+        counted, profiled = arch_cost(arch, shape, 10), profile(build(arch, shape, 10), shape)
+        assert (counted.params, counted.macs) == (profiled.params, profiled.macs)
+        assert counted.memory_bytes_inference == profiled.memory_bytes_inference
+        assert counted.memory_bytes_training == profiled.memory_bytes_training

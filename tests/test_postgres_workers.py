@@ -44,7 +44,7 @@ def worker(name, url, *args):
 
 def create(name, url, *args):
     result = run_eas("search", "--space", "tiny", "--data", "digits", "--study", name, "--storage", url,
-                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", *args)
+                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--rungs", "1", *args)
     assert result.returncode == 0, result.stderr
 
 
@@ -98,3 +98,44 @@ def test_kill_9_of_a_worker_mid_trial_fails_and_retries_its_trial(postgres, stud
     owners = {t.user_attrs["worker"].split(":")[1] for t in trials.values()}
     assert owners <= {str(victim.pid), str(survivor.pid)} | {
         trials[0].user_attrs["worker"].split(":")[1]}
+
+
+def test_multi_fidelity_kill_9_mid_rung_continues_from_the_last_rung_on_another_worker(postgres, study_name):
+    result = run_eas("search", "--space", "tiny", "--data", "digits", "--study", study_name, "--storage", postgres,
+                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--epochs", "60")
+    assert result.returncode == 0, result.stderr
+    victim = worker(study_name, postgres, "--budget", "3m", "--seed", "1")
+    storage = optuna.storages.RDBStorage(postgres)
+    killed = None
+    deadline = time.monotonic() + 150
+    while killed is None and time.monotonic() < deadline and victim.poll() is None:
+        time.sleep(0.2)
+        study = optuna.load_study(study_name=study_name, storage=storage)
+        for trial in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            rungs = trial.user_attrs.get("rungs") or []
+            if trial.user_attrs.get("worker", "").endswith(f":{victim.pid}") and len(rungs) == 1 and rungs[0]["go_on"]:
+                victim.send_signal(signal.SIGKILL)  # in the middle of rung 1
+                killed = trial.number
+                break
+    assert killed is not None, "no trial of the victim went past rung 0"
+    victim.wait(timeout=10)
+    survivor = worker(study_name, postgres, "--budget", "40s", "--seed", "2")
+    _, err = survivor.communicate(timeout=240)
+    assert survivor.returncode == 0, err
+
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    trials = {t.number: t for t in study.trials}
+    assert trials[killed].state.name == "FAIL"
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed]
+    assert len(retries) == 1 and retries[0].state.name in ("COMPLETE", "PRUNED")
+    retry = retries[0]
+    steps = study.user_attrs["eas.settings"]["multi_fidelity"]["steps"]
+    assert retry.user_attrs["rungs"][0] == trials[killed].user_attrs["rungs"][0]  # rung 0 was not trained again
+    trained = retry.user_attrs["metrics"]["train_steps"]
+    reached = retry.user_attrs["rungs"][-1]["rung"]
+    assert trained == steps[reached] - steps[0]
+    assert not [t for t in trials.values() if t.state.name in ("RUNNING", "WAITING")]
+    with sqlalchemy.create_engine(postgres).connect() as connection:
+        left = connection.execute(sqlalchemy.text("SELECT COUNT(*) FROM eas_rung_weights WHERE study = :s"),
+                                  {"s": study_name}).scalar()
+    assert left == 0

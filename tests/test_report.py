@@ -64,6 +64,6 @@ def test_large_front_is_fast_enough():
 
 
 def test_counts_cover_every_state():
-    states = ["complete", "infeasible", "pruned", "failed", "running", "waiting", "broken"]
+    states = ["complete", "infeasible", "stopped", "pruned", "failed", "running", "waiting", "broken"]
     records = [record(i, 0.5, 1, s) for i, s in zip(itertools.count(), states, strict=False)]
     assert all(v == 1 for v in counts(records).values())

@@ -16,7 +16,7 @@ from eas.search import Budget
 from eas.units import parse_seconds
 from tests.conftest import ROOT, assert_user_error, run_eas
 
-FAST = ["--space", "tiny", "--data", "digits", "--epochs", "2", "--quiet"]
+FAST = ["--space", "tiny", "--data", "digits", "--epochs", "2", "--quiet", "--rungs", "1"]
 
 
 def env_for(tmp_path):
@@ -77,16 +77,14 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_constraints_are_checked_before_training_and_recorded(tmp_path):
+def test_counted_limits_refuse_proposals_before_they_become_trials(tmp_path):
     result = run_eas("search", *FAST, "--trials", "12", "--study", "small", "--max-macs", "400k", "--json",
                      "--sampler", "random", env=env_for(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["refused_proposals"]["over max_macs"] > 0
     study = load(tmp_path, "small")
-    infeasible = [t for t in study.trials if t.user_attrs.get("status") == "infeasible"]
     feasible = [t for t in study.trials if t.user_attrs.get("status") == "ok"]
-    assert infeasible and feasible
-    for trial in infeasible:
-        assert trial.constraints["max_macs"] > 0 and trial.user_attrs["metrics"]["train_steps"] == 0
+    assert len(feasible) == len(study.trials) == 12  # nothing over the limit reached the sampler's history
     for trial in feasible:
         assert trial.constraints["max_macs"] <= 0 and trial.user_attrs["metrics"]["macs"] <= 400_000
     assert all(t.number in {b.number for b in feasible} for t in study.best_trials)
@@ -96,7 +94,7 @@ def test_constraints_are_checked_before_training_and_recorded(tmp_path):
 @pytest.mark.slow
 def test_warm_start_queues_a_fitting_reference_first(tmp_path):
     result = run_eas("search", "--space", "mobile", "--data", "digits", "--trials", "1", "--max-steps", "1",
-                     "--study", "warm", "--quiet", env=env_for(tmp_path), cwd=tmp_path)
+                     "--rungs", "1", "--study", "warm", "--quiet", env=env_for(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     first = load(tmp_path, "warm").trials[0]
     assert first.user_attrs.get("warm_start") == "mobilenet_v2"
@@ -128,7 +126,7 @@ def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     assert any(t.user_attrs.get("status") == "interrupted" for t in study.trials)
     resumed = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "200", "--trials", "1",
-                      "--study", "stop", "--quiet", "--max-steps", "5", env=env, cwd=tmp_path)
+                      "--study", "stop", "--quiet", "--subset", "500", env=env, cwd=tmp_path)
     assert "different fidelity" in resumed.stderr  # fidelity is part of what must match
     resumed = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "200", "--trials", "1",
                       "--study", "stop", "--quiet", "--trial-timeout", "3s", env=env, cwd=tmp_path)

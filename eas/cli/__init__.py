@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from eas.cli import arch, evaluate, export, search, studies, train, ui
+from eas.cli import arch, evaluate, export, search, studies, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -27,6 +27,7 @@ app.command("search")(search.search_command)
 app.command("worker")(search.worker_command)
 app.command("studies")(studies.studies_command)
 app.command("show")(studies.show_command)
+app.command("verify")(verify.verify_command)
 app.command("export")(export.export_command)
 app.command("train")(train.train_command)
 app.command("ui")(ui.ui_command)

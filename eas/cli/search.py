@@ -15,7 +15,6 @@ from eas.cli.options import (
     BudgetOption,
     DataOption,
     DeviceOption,
-    EpochsOption,
     HeartbeatOption,
     JsonOption,
     LrOption,
@@ -118,7 +117,8 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
         front = pareto_front(records, settings.objectives)
         best = knee(front, settings.objectives)
         emit_json({"study": name, "stopped": summary.stopped, "trials_this_run": summary.trials,
-                   "cached": summary.cached, "wall_seconds": summary.wall_seconds,
+                   "cached": summary.cached, "refused_proposals": summary.refused,
+                   "time_split": summary.time_split, "wall_seconds": summary.wall_seconds,
                    "evaluate_seconds": summary.evaluate_seconds, "counts": counts(records),
                    "hypervolume": hypervolume(records, settings.objectives, reference),
                    "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front],
@@ -150,7 +150,12 @@ def search_command(
     max_params: MaxParamsOption = None,
     max_latency: MaxLatencyOption = None,
     max_memory: MaxMemoryOption = None,
-    sampler: Annotated[str, typer.Option("--sampler", help="nsga2, tpe, gp or random.")] = "nsga2",
+    sampler: Annotated[str, typer.Option("--sampler", help="eas (multi-objective evolution over every rung), "
+                                         "nsga2, tpe, gp or random.")] = "eas",
+    rungs: Annotated[int, typer.Option("--rungs", help="Multi-fidelity rungs per candidate; 1 = plain search, "
+                                       "every candidate at the full fidelity.")] = 3,
+    eta: Annotated[int, typer.Option("--eta", help="Each rung trains the best 1/eta of its results on, for "
+                                     "eta times more steps.")] = 3,
     population: Annotated[int, typer.Option("--population", help="NSGA-II population size.", min=2,
                                             max=10_000)] = 16,
     seed: SeedOption = 0,
@@ -159,8 +164,8 @@ def search_command(
     workers: Annotated[int, typer.Option("--workers", help="Local worker processes.", min=1, max=256)] = 1,
     device: DeviceOption = "auto",
     meter: MeterOption = "auto",
-    epochs: EpochsOption = 1.0,
-    subset: Annotated[int | None, typer.Option("--subset", help="Training images per candidate.")] = 5000,
+    epochs: Annotated[float, typer.Option("--epochs", help="Epochs of the full fidelity (the top rung).")] = 2.0,
+    subset: Annotated[int | None, typer.Option("--subset", help="Training images of the full fidelity.")] = 9000,
     max_steps: MaxStepsOption = None,
     batch_size: BatchSizeOption = 128,
     lr: LrOption = 3e-3,
@@ -176,6 +181,7 @@ def search_command(
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
     from eas.data import parse_spec
     from eas.objectives import Constraints, parse_objectives
+    from eas.rungs import Ladder
     from eas.search import SAMPLER_NAMES, Budget
     from eas.space import load_space
     from eas.study.schema import SearchSettings
@@ -207,13 +213,15 @@ def search_command(
     torch_device = resolve_device(device)
     torch.set_num_threads(threads or _threads_for(workers))
     task = load_dataset(data, seed=seed)
+    ladder = Ladder.make(fidelity.total_steps(len(task.train_y)), rungs, eta)
     chosen_space = chosen_space.for_task(task.input_shape)
     check_feasible_at_all(chosen_space, task, constraints, torch_device)
     settings = SearchSettings(space_name=chosen_space.name, space=chosen_space.definition, data=data,
                               objectives=chosen_objectives, constraints=constraints.to_dict(),
                               fidelity=fidelity.to_dict(), sampler=sampler, seed=seed, device=device,
                               meter=meter, warm_start=warm_start, population=population,
-                              input_shape=task.input_shape, num_classes=task.num_classes)
+                              input_shape=task.input_shape, num_classes=task.num_classes,
+                              multi_fidelity=ladder.to_dict() if rungs > 1 else {})
     check_resumable(url, name, settings)  # read-only: a mismatch leaves the storage untouched
     opened = open_storage(url, heartbeat=heartbeat)
     found, created = prepare_study(settings, name, opened, chosen_space, task, torch_device)

@@ -41,11 +41,20 @@ def show_command(
     as_json: JsonOption = False,
 ) -> None:
     """Print a study's Pareto set with its knee point, or one trial in full."""
-    from eas.report import hypervolume, knee, pareto_front
+    from eas.report import (
+        footprint,
+        hypervolume,
+        knee,
+        pareto_front,
+        rank_agreement,
+        rung_counts,
+        time_split_total,
+        trial_summary,
+    )
     from eas.study.reader import StudyReader
     from eas.study.records import counts
     from eas.study.storage import check_study_name, default_url
-    from eas.summary import study_lines
+    from eas.summary import study_lines, verification_lines
 
     check_study_name(study)
     reader = StudyReader(storage or default_url(study), study)
@@ -64,8 +73,15 @@ def show_command(
         best = knee(front, objectives)
         emit_json({"study": study, "settings": settings, "counts": counts(records),
                    "hypervolume": hypervolume(records, objectives, reference), "reference_point": reference,
-                   "knee": best.number if best else None,
+                   "knee": best.number if best else None, "rungs": rung_counts(records),
+                   "rank_agreement": rank_agreement(records),
+                   "footprint": footprint(records, objectives, reference),
+                   "time_split": time_split_total(records),
+                   "verification": found.verification[-1] if found.verification else None,
                    "broken": [{"trial": r.number, "reason": r.reason} for r in records if r.state == "broken"],
-                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front]})
+                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front],
+                   "trials": [trial_summary(r) for r in records]})
         return
     typer.echo("\n".join(study_lines(study, settings, records, objectives, reference)))
+    if found.verification:
+        typer.echo("\n" + "\n".join(verification_lines(found.verification[-1])))

@@ -8,11 +8,9 @@ from typing import Annotated
 import typer
 
 from eas.cli.options import (
-    BatchSizeOption,
     DataOption,
     DeviceOption,
     JsonOption,
-    LrOption,
     MeterOption,
     PrecisionOption,
     QuietOption,
@@ -25,10 +23,13 @@ def train_command(
     folder: Annotated[Path, typer.Argument(help="A folder written by `eas export`.")],
     data: DataOption = "fashion-mnist",
     epochs: Annotated[int, typer.Option("--epochs", min=1, max=100_000)] = 30,
-    batch_size: BatchSizeOption = 128,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Images per optimiser step (default: "
+                                                   "the one the search chose, else 128).")] = None,
     accumulate: Annotated[int, typer.Option("--accumulate", help="Micro-batches per step.", min=1)] = 1,
-    lr: LrOption = 3e-3,
-    weight_decay: Annotated[float, typer.Option("--weight-decay")] = 0.05,
+    lr: Annotated[float | None, typer.Option("--lr", help="Peak learning rate (default: the one the search "
+                                             "chose, else 3e-3).")] = None,
+    weight_decay: Annotated[float | None, typer.Option("--weight-decay", help="(default: the one the search "
+                                                       "chose, else 0.05)")] = None,
     precision: PrecisionOption = "auto",
     patience: Annotated[int | None, typer.Option("--patience", help="Early stop after N epochs without "
                                                  "improvement.", min=1)] = None,
@@ -51,10 +52,13 @@ def train_command(
     """Train an exported architecture fully; resumes from its checkpoint when run again."""
     from eas.full_training import TrainPlan, read_arch
 
-    plan = TrainPlan(epochs=epochs, batch_size=batch_size, accumulate=accumulate, lr=lr,
-                     weight_decay=weight_decay, precision=precision, patience=patience, target=target,
-                     checkpoint_steps=checkpoint_every, checkpoint_minutes=checkpoint_minutes, seed=seed)
-    read_arch(folder)
+    given = {k: v for k, v in {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}.items()
+             if v is not None}
+    options = dict(epochs=epochs, accumulate=accumulate, precision=precision, patience=patience, target=target,
+                   checkpoint_steps=checkpoint_every, checkpoint_minutes=checkpoint_minutes, seed=seed)
+    TrainPlan(**options, **given)  # what was typed is checked before any file is read
+    searched = read_arch(folder).get("training") or {}
+    plan = TrainPlan(**options, **{**searched, **given})
     from eas.data import load_dataset
     from eas.full_training import train_exported
     from eas.green import report_lines

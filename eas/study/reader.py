@@ -12,9 +12,10 @@ live explorer pays for what changed, not for the size of the study.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from eas.errors import UserError
@@ -163,6 +164,7 @@ class LoadedStudy:
     reference: dict
     records: list[TrialRecord]
     schema_version: int = schema.SCHEMA_VERSION
+    verification: list = field(default_factory=list)  # what `eas verify` found, newest last
 
     @property
     def objectives(self) -> tuple[str, ...]:
@@ -181,6 +183,7 @@ class StudyReader:
         from sqlalchemy import text
 
         self.url, self.name = url, name
+        self._lock = threading.Lock()  # the explorer shares one reader between sessions
         with reading(url) as connection:
             _check_tables(connection, url)
             row = connection.execute(text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": name}).first()
@@ -194,6 +197,8 @@ class StudyReader:
         self.schema_version = schema.check_schema(attrs.get(schema.SCHEMA), name)
         settings = schema.SearchSettings.from_dict(attrs[schema.SETTINGS], name)  # validates
         self.settings = attrs[schema.SETTINGS]
+        verification = attrs.get(schema.VERIFICATION)
+        self.verification = [v for v in verification if isinstance(v, dict)] if isinstance(verification, list) else []
         reference = attrs.get(schema.REFERENCE)
         self.reference = {k: float(v) for k, v in reference.items() if isinstance(v, (int, float))} \
             if isinstance(reference, dict) else {}
@@ -209,6 +214,10 @@ class StudyReader:
 
     def poll(self) -> list[TrialRecord]:
         """Read the trials that are new or were unfinished last time; returns those records."""
+        with self._lock:
+            return self._poll()
+
+    def _poll(self) -> list[TrialRecord]:
         from sqlalchemy import bindparam, text
 
         where = "t.study_id = :s AND (t.trial_id > :m OR t.trial_id IN :u)"
@@ -249,8 +258,10 @@ class StudyReader:
 
     def loaded(self) -> LoadedStudy:
         self.poll()
-        records = [self.records[n] for n in sorted(self.records)]
-        return LoadedStudy(self.name, self.url, self.settings, self.reference, records, self.schema_version)
+        with self._lock:
+            records = [self.records[n] for n in sorted(self.records)]
+        return LoadedStudy(self.name, self.url, self.settings, self.reference, records, self.schema_version,
+                           self.verification)
 
     def params(self, record: TrialRecord) -> dict:
         """The sampled parameters of one trial, in their external form."""

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from eas.objectives import OBJECTIVES
 from eas.study import schema
 
-STATES = ("complete", "infeasible", "pruned", "failed", "running", "waiting", "broken")
+# "stopped": a multi-fidelity candidate that did not rank high enough at a rung to train on
+# (Optuna's PRUNED, with its partial results); "pruned": one cut by a time limit.
+STATES = ("complete", "infeasible", "stopped", "pruned", "failed", "running", "waiting", "broken")
 OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
                  "WAITING": "waiting"}
 # Metrics that readers compute with: they must be numbers (or absent) in a trial to be trusted.
 NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {"flops", "train_seconds", "evaluate_seconds"}
+RUNG_NUMBERS = {"steps", "accuracy_low", "accuracy_high", "val_images", "position", "results", "keep"}
 TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome"}
 
 
@@ -75,7 +78,22 @@ def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | No
     for key in (schema.STATUS, schema.REASON):
         if attrs.get(key) is not None and not isinstance(attrs[key], str):
             return f"stored {key} is not a string"
+    rungs = attrs.get(schema.RUNGS)
+    if rungs is not None and not valid_rungs(rungs):
+        return "stored rungs are malformed"
     return None
+
+
+def valid_rungs(rungs) -> bool:
+    """A list of rung records: each a mapping with an integer rung and numbers where numbers go."""
+    if not isinstance(rungs, list):
+        return False
+    for rung in rungs:
+        if not isinstance(rung, dict) or not isinstance(rung.get("rung"), int) or isinstance(rung["rung"], bool):
+            return False
+        if any(k in rung and rung[k] is not None and not _is_number(rung[k]) for k in NUMERIC_METRICS | RUNG_NUMBERS):
+            return False
+    return True
 
 
 def make_record(trial_id: int, number: int, optuna_state: str, started: float | None, finished: float | None,
@@ -91,6 +109,8 @@ def make_record(trial_id: int, number: int, optuna_state: str, started: float | 
     violated = any(v > 0 for v in constraints.values())
     if state == "complete" and (violated or attrs.get(schema.STATUS) == "infeasible"):
         state = "infeasible"
+    if state == "pruned" and attrs.get(schema.STATUS) == "stopped":
+        state = "stopped"
     other = {k: v for k, v in attrs.items() if k not in (schema.GENOME, schema.METRICS, schema.REASON)}
     return TrialRecord(number=number, state=state, genome=attrs.get(schema.GENOME), metrics=metrics,
                        started=started, finished=finished,

@@ -20,6 +20,7 @@ SETTINGS = "eas.settings"
 REFERENCE = "eas.reference_point"
 CREATED_BY = "eas.created_by"
 SCHEMA = "eas.schema"
+VERIFICATION = "eas.verification"  # results of `eas verify`, newest last
 
 # Trial user attributes.
 GENOME = "genome"            # the genome string as sampled

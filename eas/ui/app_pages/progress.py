@@ -2,7 +2,10 @@ import streamlit as st
 
 from eas.explorer import markdown_text
 from eas.figures import history_figure
+from eas.report import footprint, rank_agreement, rung_counts, time_split_total
+from eas.summary import split_text
 from eas.ui.common import cached_history, selected_study
+from eas.units import format_duration
 
 loaded = selected_study()
 if loaded is None:
@@ -22,3 +25,32 @@ for axis, title in (("trials", "against trials"), ("seconds", "against wall time
                     ("energy_j", "against energy spent by the search")):
     st.subheader(f"Hypervolume {title}")
     st.plotly_chart(history_figure(history, axis), width="stretch", key=f"history_{axis}")
+
+st.subheader("What the search cost")
+spent = footprint(study.records, study.objectives, study.reference)
+columns = st.columns(4)
+columns[0].metric("wall time", format_duration(spent["wall_seconds"]))
+columns[1].metric("evaluating candidates", format_duration(spent["evaluate_seconds"]))
+columns[2].metric(f"energy ({spent['energy_source']})", f"{spent['energy_kwh']:.3g} kWh")
+columns[3].metric("hypervolume per kWh", f"{spent['hypervolume_per_kwh']:,.1f}" if spent["hypervolume_per_kwh"]
+                  else "-")
+split = time_split_total(study.records)
+if split:
+    st.caption("Where the evaluation time went: " + markdown_text(split_text(split)))
+if study.settings.get("multi_fidelity"):
+    st.subheader("Rungs: how far candidates trained, and how well each rung ranks them")
+    agreement = {a["from_rung"]: a for a in rank_agreement(study.records)}
+    st.dataframe([{"rung": c["rung"], "steps": c["steps"], "finished": c["finished"], "trained on": c["trained_on"],
+                   "Kendall tau with the next rung": agreement.get(c["rung"], {}).get("kendall_tau"),
+                   "over promoted trials": agreement.get(c["rung"], {}).get("trials")}
+                  for c in rung_counts(study.records)], hide_index=True, width="stretch", key="rung_table")
+if study.verification:
+    latest = study.verification[-1]
+    st.subheader("Verification of the front (`eas verify`)")
+    tau = latest.get("kendall_tau")
+    st.caption(markdown_text(f"{latest.get('held')} of {latest.get('of')} members held their place; Kendall tau "
+                             f"search vs verified {tau:+.2f}" if tau is not None else
+                             f"{latest.get('held')} of {latest.get('of')} members held their place"))
+    st.dataframe([{k: m.get(k) for k in ("trial", "search_accuracy", "verified_accuracy", "seed_spread",
+                                         "held_place")} for m in latest.get("members", []) if isinstance(m, dict)],
+                 hide_index=True, width="stretch", key="verification_table")

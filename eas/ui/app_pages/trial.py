@@ -3,7 +3,7 @@ import json
 import streamlit as st
 
 from eas.errors import UserError
-from eas.explorer import markdown_text
+from eas.explorer import markdown_text, rung_rows
 from eas.export import arch_document, standalone_source
 from eas.genome import Arch
 from eas.report import knee, pareto_front
@@ -15,7 +15,7 @@ if loaded is None:
 study, rows = loaded
 st.title(f"Trials — {markdown_text(study.name)}")
 by_number = {r.number: r for r in study.records}
-complete = [r.number for r in study.records if r.state in ("complete", "infeasible")]
+complete = [r.number for r in study.records if r.state in ("complete", "infeasible", "stopped")]
 suggested = knee(pareto_front(study.records, study.objectives), study.objectives)
 broken = [r for r in study.records if r.state == "broken"]
 if broken:
@@ -51,7 +51,9 @@ for column, trial_number in zip(st.columns(len(chosen)), chosen, strict=True):
         st.code(record.genome, language=None, wrap_lines=True)
         st.caption(markdown_text(f"state: {record.state}" + (f" — {record.reason}" if record.reason else "")))
         st.dataframe([
-            {"metric": "accuracy (validation)", "value": number(m.get("accuracy"), ".2%")},
+            {"metric": "accuracy (validation)", "value": number(m.get("accuracy"), ".2%") + (
+                f" [{m['accuracy_low']:.1%}, {m['accuracy_high']:.1%}]" if isinstance(m.get("accuracy_low"), float)
+                else "")},
             {"metric": "MACs", "value": number(m.get("macs"), ",")},
             {"metric": "params", "value": number(m.get("params"), ",")},
             {"metric": "latency, batch 1", "value": number(m.get("latency_ms"), ".2f") + " ms"},
@@ -63,6 +65,10 @@ for column, trial_number in zip(st.columns(len(chosen)), chosen, strict=True):
             {"metric": "fidelity", "value": ", ".join(f"{k}={v}" for k, v in (m.get("fidelity") or {}).items()
                                                         if v is not None)},
         ], hide_index=True, width="stretch")
+        rungs = rung_rows(record)
+        if rungs:
+            st.caption("Rung by rung (accuracy with its 95% interval):")
+            st.dataframe(rungs, hide_index=True, width="stretch")
         if task is None:
             st.info("This study does not record its input shape, so no layer table or download.")
             continue

@@ -1,0 +1,142 @@
+"""Where candidates come from: the samplers a search can use, and the guard that keeps
+proposals which break a counted limit out of the study.
+
+ConstraintAwareSampler wraps any Optuna sampler. Before a trial exists, it draws a complete
+proposal from the wrapped sampler and counts its MACs, parameters and memory from the genome
+(microseconds, eas.arch_cost); a proposal over a limit is drawn again, so it is never trained,
+never stored and never counted among the sampler's evaluations. This is rejection sampling
+from the sampler's own distribution: every legal candidate keeps its chance, only illegal ones
+are removed. After `tries` rejections in a row the last proposal goes through and is stored as
+infeasible, so a space with almost nothing legal still makes progress (and says so); the
+same happens after `seconds`, since a model-based sampler takes milliseconds per proposal.
+
+EvolutionSampler is EAS's default proposer for multi-fidelity search: multi-objective
+regularised evolution (as Syne Tune's MOREA) that learns from every rung, not only from the
+few candidates that reached the top. After a random warm-up it picks a parent by tournament
+among recent candidates, ranked by the highest rung they reached and their standing there,
+and mutates one or two of its choices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.samplers import BaseSampler
+from optuna.trial import TrialState
+
+from eas.study import schema
+
+
+def space_distributions(space) -> dict[str, CategoricalDistribution]:
+    return {name: CategoricalDistribution(choices) for name, choices in space.parameters().items()}
+
+
+class ConstraintAwareSampler(BaseSampler):
+    """`refuse(params)` says why a complete proposal must not become a trial ("over max_macs",
+    "evaluated before") or returns None to accept it."""
+
+    def __init__(self, base: BaseSampler, distributions: dict, refuse: Callable[[dict], str | None],
+                 tries: int = 5000, seconds: float = 2.0):
+        self.base, self.distributions, self.refuse = base, distributions, refuse
+        self.tries, self.seconds = tries, seconds
+        self.refused: dict[str, int] = {}  # reason -> proposals refused before the current trial
+
+    def infer_relative_search_space(self, study, trial) -> dict:
+        return dict(self.distributions)
+
+    def _complete(self, study, trial) -> dict:
+        space = self.base.infer_relative_search_space(study, trial)
+        params = dict(self.base.sample_relative(study, trial, space)) if space else {}
+        for name, distribution in self.distributions.items():
+            if name not in params:
+                params[name] = self.base.sample_independent(study, trial, name, distribution)
+        return params
+
+    def sample_relative(self, study, trial, search_space) -> dict:
+        self.refused = {}
+        give_up = time.monotonic() + self.seconds  # a model-based sampler takes ms per proposal
+        for _ in range(self.tries):
+            params = self._complete(study, trial)
+            reason = self.refuse(params)
+            if reason is None:
+                return params
+            self.refused[reason] = self.refused.get(reason, 0) + 1
+            if time.monotonic() > give_up:
+                break
+        return params
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+def standing(trial) -> tuple[int, float] | None:
+    """How far a stored candidate got: (highest rung reached, fraction of that rung's results it
+    ranked ahead of at its decision; 1.0 at the top rung). None without a rung result."""
+    rungs = trial.user_attrs.get(schema.RUNGS)
+    if not isinstance(rungs, list) or not rungs or not isinstance(rungs[-1], dict):
+        return None
+    last = rungs[-1]
+    results, position = last.get("results"), last.get("position")
+    if not isinstance(results, int) or not isinstance(position, int) or results < 1:
+        return (int(last.get("rung", 0)), 1.0) if trial.state == TrialState.COMPLETE else None
+    return int(last.get("rung", 0)), 1.0 - position / results
+
+
+class EvolutionSampler(BaseSampler):
+    def __init__(self, distributions: dict, seed: int | None = None, warmup: int = 10, population: int = 48,
+                 tournament: int = 4, explore: float = 0.15):
+        self.distributions = distributions
+        self.rng = np.random.default_rng(seed)
+        self.warmup, self.population, self.tournament, self.explore = warmup, population, tournament, explore
+
+    def infer_relative_search_space(self, study, trial) -> dict:
+        return dict(self.distributions)
+
+    def sample_relative(self, study, trial, search_space) -> dict:
+        ranked = []
+        for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                TrialState.RUNNING)):
+            place = standing(other)
+            if place is not None and set(other.params) >= set(self.distributions):
+                ranked.append((other.number, place, other.params))
+        if len(ranked) < self.warmup or self.rng.random() < self.explore:
+            return {}  # random: every choice drawn by sample_independent
+        recent = sorted(ranked, key=lambda item: item[0])[-self.population:]
+        picks = self.rng.choice(len(recent), size=min(self.tournament, len(recent)), replace=False)
+        parent = max((recent[i] for i in picks), key=lambda item: item[1])[2]
+        child = {name: parent[name] for name in self.distributions}
+        names = list(self.distributions)
+        for name in self.rng.choice(names, size=min(len(names), 1 + int(self.rng.random() < 0.5)), replace=False):
+            choices = [c for c in self.distributions[name].choices if c != child[name]]
+            if choices:
+                child[name] = choices[self.rng.integers(len(choices))]
+        return child
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        choices = param_distribution.choices
+        return choices[self.rng.integers(len(choices))]
+
+    def reseed_rng(self) -> None:
+        self.rng = np.random.default_rng()
+
+
+SAMPLERS: dict[str, Callable[[int, int, dict], BaseSampler]] = {
+    "eas": lambda seed, population, distributions: EvolutionSampler(distributions, seed=seed),
+    "nsga2": lambda seed, population, _: optuna.samplers.NSGAIISampler(seed=seed, population_size=population),
+    "tpe": lambda seed, population, _: optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True),
+    "gp": lambda seed, population, _: optuna.samplers.GPSampler(seed=seed),
+    "random": lambda seed, population, _: optuna.samplers.RandomSampler(seed=seed),
+}
