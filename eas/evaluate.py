@@ -136,8 +136,8 @@ class Candidate:
         reading = self.meter.stop(token)
         self.split[phase] += time.perf_counter() - started
         self.energy_j += reading.joules
-        if reading.note:
-            self.metrics["energy_note"] = reading.note
+        if reading.note:  # keep why the energy is estimated; add that the machine was busy
+            self.metrics["energy_note"] = "; ".join(filter(None, (self.energy_note, reading.note)))
         return result, reading
 
     def measure_latency(self) -> None:

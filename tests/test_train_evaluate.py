@@ -40,6 +40,15 @@ def test_without_a_counter_every_energy_figure_says_estimated(digits, monkeypatc
     assert metrics.train_energy_j > 0 and metrics.inference_energy_j_per_1k > 0
 
 
+def test_a_busy_machine_note_keeps_the_reason_for_the_estimate(digits, monkeypatch, tmp_path):
+    import eas.energy
+
+    monkeypatch.setenv("EAS_POWERCAP_ROOT", str(tmp_path))
+    monkeypatch.setattr(eas.energy, "contention_note", lambda *_: "machine oversubscribed: test")
+    metrics = evaluate(SMALL, digits, Fidelity(epochs=1, batch_size=64), device="cpu")
+    assert "RAPL" in metrics.energy_note and "oversubscribed" in metrics.energy_note
+
+
 def test_energy_grows_with_work(digits, monkeypatch, tmp_path):
     monkeypatch.setenv("EAS_POWERCAP_ROOT", str(tmp_path))
     one = evaluate(SMALL, digits, Fidelity(epochs=2, batch_size=64), device="cpu")
