@@ -140,13 +140,17 @@ class NvmlMeter(Meter):
     source = "nvml"
     min_window_s = 0.5  # the counter updates about every 100 ms: several updates per window
 
-    def __init__(self, index: int = 0):
+    def __init__(self, index: int | None = None):
+        """`index`: NVML's GPU number; by default the GPU this process computes on (each
+        data-parallel worker has its own), found by PCI address because CUDA's numbering
+        (CUDA_VISIBLE_DEVICES, fastest first) need not be NVML's."""
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = (pynvml.nvmlDeviceGetHandleByIndex(index) if index is not None
+                           else pynvml.nvmlDeviceGetHandleByPciBusId(_current_gpu_pci_address()))
             pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
         except Exception as error:  # ImportError, NVMLError_*: no usable counter
             raise MeterError(f"NVML energy counter not available: {error}") from None
@@ -161,6 +165,13 @@ class NvmlMeter(Meter):
     def stop(self, token) -> EnergyReading:
         before, wall0 = token
         return EnergyReading((self._millijoules() - before) / 1e3, time.perf_counter() - wall0, self.source)
+
+
+def _current_gpu_pci_address() -> str:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
 
 
 def _synchronize(cuda: bool) -> None:

@@ -74,7 +74,8 @@ def load_standalone(path: Path):
 
 
 # What a previous export folder may hold: the export itself and what `eas train` adds to it.
-EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data"}
+EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data", "model.int8.onnx",
+                "inherited.safetensors"}
 TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
                  "report.json", "best.safetensors.partial", "model.safetensors.partial"}
 
@@ -113,7 +114,7 @@ def prepare_output(out: Path, force: bool) -> None:
         raise UserError(f"cannot write to {parent}: {error.strerror}") from None
 
 
-def _replace_folder(work: Path, out: Path) -> None:
+def replace_folder(work: Path, out: Path) -> None:
     """Put the finished `work` folder at `out`. A previous export is moved aside first and
     removed only once the new one is in place; if that fails, it is put back."""
     if not out.exists():
@@ -155,10 +156,10 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
         example = torch.randn(2, *input_shape)
         checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
         if onnx:
-            checks.update(_export_onnx(model, example, work / "model.onnx"))
+            checks.update(export_onnx(model, example, work / "model.onnx"))
         document = arch_document(record, settings, study_name, checks)
         (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
-        _replace_folder(work, out)
+        replace_folder(work, out)
         return document
     finally:
         if work.exists():
@@ -206,7 +207,7 @@ def _export_pt2(model, example, path: Path) -> tuple[int, float]:
         return params, float((reloaded.module()(example) - model(example)).abs().max())
 
 
-def _export_onnx(model, example, path: Path) -> dict:
+def export_onnx(model, example, path: Path) -> dict:
     try:
         import onnxruntime
         import onnxscript  # noqa: F401  (the torch.export-based ONNX exporter needs it)
@@ -218,7 +219,8 @@ def _export_onnx(model, example, path: Path) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
-                          dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False)
+                          dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False,
+                          external_data=False)  # one self-contained file (bounds keep it far below 2 GB)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     probe = torch.randn(3, *example.shape[1:])
     with torch.no_grad():

@@ -24,12 +24,15 @@ from eas.evaluate import resolve_device
 from eas.green import DEFAULT_GRID_G_PER_KWH, efficiency_report
 from eas.train_step import (
     MIN_BATCH,
+    DistillationLoss,
     TrainStep,
     evaluate_accuracy,
     recalibrate_batchnorm,
     resolve_precision,
     warmup_cosine,
 )
+
+WEIGHTS = "model.safetensors"  # what `eas train` leaves: the weights of the best epoch
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,10 @@ class TrainPlan:
     checkpoint_steps: int = 200
     checkpoint_minutes: float = 5.0
     seed: int = 0
+    teacher: str | None = None  # a trained export to distil from
 
     # Settings that change the result: a checkpoint made with others cannot be resumed.
-    MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed")
+    MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed", "teacher")
 
     def __post_init__(self) -> None:
         from eas.train import Fidelity
@@ -93,6 +97,35 @@ def _check_training(training: dict) -> None:
             raise UserError(f"training.{key}: {value!r} is not {TRAIN_FIELDS.get(key, (0, 'known'))[1]}")
 
 
+def load_trained(folder: Path, task):
+    """(arch.json, the trained fp32 model in eval mode) of an export that `eas train` trained."""
+    from safetensors.torch import load_file
+
+    document = read_arch(folder)
+    check_task_fits(document, task)
+    weights = Path(folder) / WEIGHTS
+    if not weights.is_file():
+        raise UserError(f"{folder} holds no trained weights ({WEIGHTS}); train it first: eas train {folder}")
+    model = build(document["genome"], task.input_shape, task.num_classes)
+    try:
+        model.load_state_dict(load_file(str(weights)))
+    except (RuntimeError, OSError, ValueError) as error:
+        raise UserError(f"{weights} does not hold this architecture's weights ({str(error).splitlines()[0]})") from None
+    return document, model.eval()
+
+
+def check_teacher(student: dict, teacher_folder: Path) -> dict:
+    """The teacher's arch.json, refused unless it sees the same input and predicts the same classes."""
+    teacher = read_arch(teacher_folder)
+    for key, what in (("input_shape", "input shape"), ("num_classes", "number of classes")):
+        if teacher["task"][key] != student["task"][key]:
+            raise UserError(f"teacher {teacher_folder} has {what} {teacher['task'][key]}; the student has "
+                            f"{student['task'][key]}")
+    if not (Path(teacher_folder) / WEIGHTS).is_file():
+        raise UserError(f"teacher {teacher_folder} holds no trained weights ({WEIGHTS}); train it first")
+    return teacher
+
+
 def check_task_fits(document: dict, task) -> None:
     want_shape = tuple(document["task"]["input_shape"])
     want_classes = int(document["task"]["num_classes"])
@@ -105,12 +138,21 @@ def check_task_fits(document: dict, task) -> None:
 
 def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto", meter_name: str = "auto",
                    grid: float = DEFAULT_GRID_G_PER_KWH, pue: float = 1.0, restart: bool = False,
-                   show_progress: bool = True) -> dict:
-    """Train (or resume training) the architecture in `folder`; returns the report."""
+                   show_progress: bool = True, start_from: Path | None = None, distributed: bool = False) -> dict:
+    """Train (or resume training) the architecture in `folder`; returns the report. A new run
+    starts from the weights in `start_from` when given (fine-tuning), else from scratch. Under
+    torchrun (`distributed`), this is one worker of several (eas.distributed); only worker 0
+    writes, and returns the report (the others return None)."""
+    from eas.distributed import Group, energy_share
+
     folder = Path(folder)
     document = read_arch(folder)
     check_task_fits(document, task)
     device = resolve_device(device_name)
+    group = Group.from_environment(device.type == "cuda") if distributed else Group()
+    if device.type == "cuda" and distributed:
+        device = torch.device("cuda", group.local_rank)
+        torch.cuda.set_device(device)
     meter, _ = make_meter(meter_name, cuda=device.type == "cuda")
     precision = resolve_precision(plan.precision, device)
     torch.manual_seed(plan.seed)
@@ -131,11 +173,21 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
             raise UserError(f"{checkpoint} was made with different {', '.join(different)}; use the same "
                             "options to resume, or --restart to start over")
         progress = saved
+    elif start_from is not None:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(start_from)))
     train_x, train_y = task.train_x.to(device), task.train_y.to(device)
     micro = plan.batch_size // plan.accumulate
-    train_step = TrainStep(model, optimizer, device, precision, micro_batch=micro)
+    loss = None
+    if plan.teacher is not None:
+        check_teacher(document, Path(plan.teacher))
+        _, teacher = load_trained(Path(plan.teacher), task)
+        loss = DistillationLoss(teacher.to(device).to(memory_format=torch.channels_last))
+    train_step = TrainStep(group.wrap(model, device), optimizer, device, precision, micro_batch=micro, loss=loss)
 
     bar = None
+    show_progress = show_progress and group.leader
     if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
         from tqdm import tqdm
 
@@ -147,14 +199,16 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
         # Move the running meter window into the progress record (it survives a restart).
         nonlocal token, segment_start
         reading = meter.stop(token)
-        progress["energy_j"] += reading.joules
+        progress["energy_j"] += group.total(energy_share(reading.joules, reading.source, group))
         progress["train_seconds"] += time.perf_counter() - segment_start
         token, segment_start = meter.start(), time.perf_counter()
 
     def checkpoint_now() -> None:
         nonlocal last_checkpoint
         bank_energy_and_time()
-        save_checkpoint(checkpoint, model, optimizer, scheduler, progress)
+        if group.leader:
+            save_checkpoint(checkpoint, model, optimizer, scheduler, progress)
+        group.barrier()  # nobody runs ahead of the checkpoint a restart would resume from
         last_checkpoint = time.monotonic()
 
     while progress["epoch"] < plan.epochs and not progress["done"]:
@@ -163,16 +217,17 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
         step_loss = math.nan
         for step in range(progress["step"], steps_per_epoch):
             index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
-            if len(index) >= MIN_BATCH:  # a last batch of one image cannot train BatchNorm
-                step_loss = train_step(train_x[index], train_y[index])
+            if len(index) >= MIN_BATCH * group.world:  # a last batch of one image cannot train BatchNorm
+                share = group.share(index)
+                step_loss = train_step(train_x[share], train_y[share])
             scheduler.step()
             progress["step"], progress["global_step"] = step + 1, progress["global_step"] + 1
             if bar is not None:
                 bar.set_description(f"epoch {epoch + 1}/{plan.epochs}")
                 bar.set_postfix_str(f"loss {step_loss:.3f}", refresh=False)
                 bar.update(1)
-            if progress["global_step"] % plan.checkpoint_steps == 0 or (
-                    time.monotonic() - last_checkpoint > 60 * plan.checkpoint_minutes):
+            late = time.monotonic() - last_checkpoint > 60 * plan.checkpoint_minutes
+            if progress["global_step"] % plan.checkpoint_steps == 0 or group.agree(late):
                 checkpoint_now()
         recalibrate_batchnorm(model, train_x, torch.channels_last, images=2048, batch_size=train_step.micro_batch)
         accuracy, val_loss = evaluate_accuracy(model, task.val_x, task.val_y, device)
@@ -184,9 +239,10 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
                   f"{progress['train_seconds']:.0f} s", file=sys.stderr, flush=True)
         if plan.target is not None and progress["time_to_target_s"] is None and accuracy >= plan.target:
             progress["time_to_target_s"] = progress["train_seconds"]
-        if accuracy > progress["best_accuracy"]:
+        if group.agree(accuracy > progress["best_accuracy"]):  # worker 0's evaluation decides
             progress.update(best_accuracy=accuracy, best_epoch=epoch + 1, bad_epochs=0)
-            save_weights(folder / "best.safetensors", model)
+            if group.leader:
+                save_weights(folder / "best.safetensors", model)
         else:
             progress["bad_epochs"] += 1
             if plan.patience and progress["bad_epochs"] >= plan.patience:
@@ -195,12 +251,15 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
         checkpoint_now()
     if bar is not None:
         bar.close()
+    group.close()
+    if not group.leader:
+        return None
 
     from safetensors.torch import load_file
 
     model.load_state_dict(load_file(str(folder / "best.safetensors")))
     test_accuracy, _ = evaluate_accuracy(model, task.test_x, task.test_y, device)
-    save_weights(folder / "model.safetensors", model)
+    save_weights(folder / WEIGHTS, model)
     from eas.cost import profile
 
     cost = profile(model, task.input_shape)
@@ -210,6 +269,10 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
                                target=plan.target, grid_g_per_kwh=grid, pue=pue)
     report.update(genome=document["genome"], data=task.name, device=str(device), precision=precision,
                   epochs_run=progress["epoch"], best_epoch=progress["best_epoch"],
-                  early_stopped=progress["done"], history=progress["history"], plan=asdict(plan))
+                  early_stopped=progress["done"], history=progress["history"], plan=asdict(plan),
+                  processes=group.world, restarts=group.restarts)
+    if plan.teacher is not None:
+        teacher_accuracy, _ = evaluate_accuracy(loss.teacher, task.test_x, task.test_y, device)
+        report["teacher"] = {"folder": plan.teacher, "test_accuracy": teacher_accuracy}
     (folder / "report.json").write_text(json.dumps(report, indent=2))
     return report

@@ -46,4 +46,15 @@ def report_lines(report: dict) -> list[str]:
         f"parameters         {report['params']:,}",
         f"accuracy / MMAC    {report['accuracy_per_mmac']:.4g}",
         f"accuracy / Mparam  {report['accuracy_per_mparam']:.4g}",
-    ]
+    ] + _training_setup_lines(report)
+
+
+def _training_setup_lines(report: dict) -> list[str]:
+    lines = []
+    if report.get("processes", 1) > 1:
+        lines.append(f"processes          {report['processes']} data-parallel (energy of all of them), "
+                     f"{report.get('restarts', 0)} restart(s)")
+    teacher = report.get("teacher")
+    if teacher:
+        lines.append(f"distilled from     {teacher['folder']} (teacher test accuracy {teacher['test_accuracy']:.2%})")
+    return lines

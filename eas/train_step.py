@@ -41,12 +41,12 @@ class TrainStep:
     """Callable: one optimiser step of `model` on (x, y); returns the batch's mean loss."""
 
     def __init__(self, model: nn.Module, optimizer, device: torch.device, precision: str,
-                 memory_format=torch.channels_last, micro_batch: int | None = None):
+                 memory_format=torch.channels_last, micro_batch: int | None = None, loss=None):
         self.model, self.optimizer, self.device = model, optimizer, device
         self.precision, self.memory_format, self.micro_batch = precision, memory_format, micro_batch
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.loss_fn = nn.CrossEntropyLoss()
+        self.loss = loss or (lambda logits, targets, inputs: nn.functional.cross_entropy(logits, targets))
 
     def _accumulate(self, x: torch.Tensor, y: torch.Tensor, micro: int) -> float:
         self.optimizer.zero_grad(set_to_none=True)
@@ -54,7 +54,7 @@ class TrainStep:
         for start in range(0, len(y), micro):
             xb = x[start:start + micro].contiguous(memory_format=self.memory_format)
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                loss = self.loss_fn(self.model(xb), y[start:start + micro]) * (len(xb) / len(y))
+                loss = self.loss(self.model(xb), y[start:start + micro], xb) * (len(xb) / len(y))
             self.scaler.scale(loss).backward()
             total += loss.item()
         self.scaler.step(self.optimizer)
@@ -74,6 +74,24 @@ class TrainStep:
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
+
+
+class DistillationLoss:
+    """Knowledge distillation (Hinton et al., 2015): cross-entropy with the labels mixed with the
+    KL divergence to the teacher's softened outputs, scaled by T^2 so its gradients keep their
+    size whatever the temperature. The teacher only infers (eval mode, no gradients)."""
+
+    def __init__(self, teacher: nn.Module, alpha: float = 0.5, temperature: float = 4.0):
+        self.teacher, self.alpha, self.temperature = teacher.eval(), alpha, temperature
+
+    def __call__(self, logits: torch.Tensor, targets: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            taught = self.teacher(inputs).float()
+        t = self.temperature
+        soft = nn.functional.kl_div(nn.functional.log_softmax(logits.float() / t, dim=1),
+                                    nn.functional.log_softmax(taught / t, dim=1), log_target=True,
+                                    reduction="batchmean") * t * t
+        return (1 - self.alpha) * nn.functional.cross_entropy(logits, targets) + self.alpha * soft
 
 
 def batches(n: int, batch_size: int, generator: torch.Generator):

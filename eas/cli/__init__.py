@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from eas.cli import arch, evaluate, export, search, studies, train, ui, verify
+from eas.cli import arch, compress, evaluate, export, search, studies, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -30,6 +30,7 @@ app.command("show")(studies.show_command)
 app.command("verify")(verify.verify_command)
 app.command("export")(export.export_command)
 app.command("train")(train.train_command)
+app.command("compress")(compress.compress_command)
 app.command("ui")(ui.ui_command)
 
 

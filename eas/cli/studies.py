@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -38,6 +39,8 @@ def show_command(
     study: StudyArgument,
     storage: StorageOption = None,
     trial: Annotated[int | None, typer.Option("--trial", help="Show one trial in full.")] = None,
+    exports: Annotated[Path, typer.Option("--exports", help="With --trial: the folder tree searched for its "
+                                          "exports and compressed models.")] = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """Print a study's Pareto set with its knee point, or one trial in full."""
@@ -65,8 +68,11 @@ def show_command(
         if not match:
             raise UserError(f"study {study!r} has no trial {trial} (trials 0..{len(records) - 1})")
         record = match[0]
+        from eas.lineage import descendants
+
         emit_json({"trial": record.number, "state": record.state, "genome": record.genome, "reason": record.reason,
-                   "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs})
+                   "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs,
+                   "descendants": descendants(study, record.number, exports)})
         return
     if as_json:
         front = pareto_front(records, objectives)

@@ -46,26 +46,76 @@ def train_command(
     meter: MeterOption = "auto",
     seed: SeedOption = 0,
     restart: Annotated[bool, typer.Option("--restart", help="Ignore an existing checkpoint.")] = False,
+    teacher: Annotated[Path | None, typer.Option("--teacher", help="A trained export to distil from (same input "
+                                                 "and classes).")] = None,
+    nproc: Annotated[int, typer.Option("--nproc", help="Data-parallel training processes per machine "
+                                       "(torchrun; the same global batch).")] = 1,
+    nnodes: Annotated[int, typer.Option("--nnodes", help="Machines taking part (each runs this command).")] = 1,
+    rdzv_endpoint: Annotated[str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT where the machines meet "
+                                                      "(needed with --nnodes above 1).")] = None,
+    max_restarts: Annotated[int, typer.Option("--max-restarts", help="Restarts from the last checkpoint after "
+                                              "a process dies.")] = 3,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train an exported architecture fully; resumes from its checkpoint when run again."""
-    from eas.full_training import TrainPlan, read_arch
+    from eas.distributed import check_launch
+    from eas.full_training import TrainPlan, check_teacher, read_arch
+
+    check_launch(nproc, nnodes, rdzv_endpoint, max_restarts)
 
     given = {k: v for k, v in {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}.items()
              if v is not None}
     options = dict(epochs=epochs, accumulate=accumulate, precision=precision, patience=patience, target=target,
-                   checkpoint_steps=checkpoint_every, checkpoint_minutes=checkpoint_minutes, seed=seed)
+                   checkpoint_steps=checkpoint_every, checkpoint_minutes=checkpoint_minutes, seed=seed,
+                   teacher=str(teacher.resolve()) if teacher else None)
     TrainPlan(**options, **given)  # what was typed is checked before any file is read
-    searched = read_arch(folder).get("training") or {}
+    document = read_arch(folder)
+    if teacher is not None:
+        check_teacher(document, teacher)
+    searched = document.get("training") or {}
     plan = TrainPlan(**options, **{**searched, **given})
     from eas.data import load_dataset
     from eas.full_training import train_exported
     from eas.green import report_lines
 
     task = load_dataset(data, seed=seed)
-    report = train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
+    if nproc * nnodes == 1:
+        report = train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
+    else:
+        report = _train_distributed(folder, data, task, plan, device, meter, grid, pue, restart, not quiet,
+                                    nproc, nnodes, rdzv_endpoint, max_restarts)
     if as_json:
         emit_json(report)
         return
     typer.echo("\n".join(report_lines(report) + [f"saved              {folder}/model.safetensors, report.json"]))
+
+
+def _train_distributed(folder: Path, data: str, task, plan, device: str, meter: str, grid: float, pue: float,
+                       restart: bool, show_progress: bool, nproc: int, nnodes: int, rdzv_endpoint: str | None,
+                       max_restarts: int) -> dict:
+    """Check everything a worker would, then let torchrun run the workers; worker 0's report."""
+    import json
+    import shutil
+    from dataclasses import asdict
+
+    from eas.distributed import launch
+    from eas.errors import UserError
+    from eas.full_training import check_task_fits, read_arch
+    from eas.train_step import MIN_BATCH
+
+    check_task_fits(read_arch(folder), task)  # a worker's error would only be retried by torchrun
+    if plan.batch_size < MIN_BATCH * nproc * nnodes:
+        raise UserError(f"a batch of {plan.batch_size} cannot be shared by {nproc * nnodes} processes (each needs "
+                        f"at least {MIN_BATCH} images for BatchNorm); use a larger --batch-size")
+    if restart:  # workers restarted by torchrun must resume, so the old checkpoint goes now
+        for name in ("checkpoint", "checkpoint.old", "checkpoint.partial"):
+            shutil.rmtree(folder / name, ignore_errors=True)
+    job = {"folder": str(folder.resolve()), "data": data,
+           "plan": asdict(plan), "device": device, "meter": meter, "grid": grid, "pue": pue,
+           "show_progress": show_progress}
+    code = launch(job, nproc, nnodes, rdzv_endpoint, max_restarts)
+    if code != 0:
+        raise UserError(f"distributed training failed (torchrun exit code {code}); run the same command again to "
+                        f"resume from {folder}/checkpoint")
+    return json.loads((folder / "report.json").read_text())

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import streamlit as st
 
@@ -6,6 +7,7 @@ from eas.errors import UserError
 from eas.explorer import markdown_text, rung_rows
 from eas.export import arch_document, standalone_source
 from eas.genome import Arch
+from eas.lineage import descendants, lineage_rows
 from eas.report import knee, pareto_front
 from eas.ui.common import selected_study
 
@@ -65,6 +67,10 @@ for column, trial_number in zip(st.columns(len(chosen)), chosen, strict=True):
             {"metric": "fidelity", "value": ", ".join(f"{k}={v}" for k, v in (m.get("fidelity") or {}).items()
                                                         if v is not None)},
         ], hide_index=True, width="stretch")
+        lineage = lineage_rows(descendants(study.name, trial_number, Path.cwd()))
+        if lineage:
+            st.caption("Exported, trained and compressed from this trial (folders under the explorer's folder):")
+            st.dataframe(lineage, hide_index=True, width="stretch")
         rungs = rung_rows(record)
         if rungs:
             st.caption("Rung by rung (accuracy with its 95% interval):")
