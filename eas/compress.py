@@ -145,7 +145,7 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
                   "fine_tune_epochs": plan.epochs}
         placeholder = derived_document(document, narrower.encode(), folder, method, {})
         (work / "arch.json").write_text(json.dumps(placeholder, indent=2))
-        training = train_exported(work, task, plan, "cpu", meter_name, show_progress=show_progress,
+        training = train_exported(work, task, plan, "auto", meter_name, show_progress=show_progress,
                                   start_from=inherited)
         tuned = build(narrower, task.input_shape, task.num_classes)
         from safetensors.torch import load_file

@@ -42,3 +42,13 @@ def small_study(tmp_path_factory):
                      env=env, cwd=root)
     assert result.returncode == 0, result.stderr
     return root, env
+
+
+@pytest.fixture(scope="session")
+def knee_export(small_study, tmp_path_factory):
+    """The knee of the shared study, exported by the CLI; copy it before changing it."""
+    root, env = small_study
+    folder = tmp_path_factory.mktemp("knee-export") / "knee"
+    result = run_eas("export", "s", "--pick", "knee", "--out", str(folder), env=env, cwd=root)
+    assert result.returncode == 0, result.stderr
+    return folder

@@ -19,12 +19,10 @@ PLAIN_GENOME = "stem_c16_k3_s1_relu-ir_r2_k3_s2_e3_c24_relu6-ds_r1_k3_s1_c40_hsw
 
 
 @pytest.fixture(scope="module")
-def trained(small_study, tmp_path_factory):
+def trained(knee_export, tmp_path_factory):
     """The knee of the shared digits study, exported and trained by the CLI."""
-    root, env = small_study
     folder = tmp_path_factory.mktemp("compress") / "knee"
-    result = run_eas("export", "s", "--pick", "knee", "--out", str(folder), env=env, cwd=root)
-    assert result.returncode == 0, result.stderr
+    shutil.copytree(knee_export, folder)
     result = run_eas("train", str(folder), "--data", "digits", "--epochs", "12", "--quiet", "--json")
     assert result.returncode == 0, result.stderr
     return folder, json.loads(result.stdout)

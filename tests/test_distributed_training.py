@@ -16,15 +16,6 @@ from tests.conftest import ROOT, run_eas
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def exported(small_study, tmp_path_factory):
-    root, env = small_study
-    folder = tmp_path_factory.mktemp("distributed") / "knee"
-    result = run_eas("export", "s", "--pick", "knee", "--out", str(folder), env=env, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return folder
-
-
 def _copy(folder: Path, to: Path) -> Path:
     import shutil
 
@@ -32,10 +23,10 @@ def _copy(folder: Path, to: Path) -> Path:
     return to
 
 
-def test_two_processes_reach_the_accuracy_of_one_with_the_same_global_batch(exported, tmp_path):
+def test_two_processes_reach_the_accuracy_of_one_with_the_same_global_batch(knee_export, tmp_path):
     reports = {}
     for nproc in (1, 2):
-        folder = _copy(exported, tmp_path / f"p{nproc}")
+        folder = _copy(knee_export, tmp_path / f"p{nproc}")
         result = run_eas("train", str(folder), "--data", "digits", "--epochs", "15", "--batch-size", "64",
                          "--nproc", str(nproc), "--quiet", "--json", timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -67,8 +58,8 @@ def _workers(folder: Path) -> list[int]:
     return found
 
 
-def test_a_worker_killed_with_sigkill_is_restarted_from_the_checkpoint_and_training_finishes(exported, tmp_path):
-    folder = _copy(exported, tmp_path / "killed")
+def test_a_worker_killed_with_sigkill_is_restarted_from_the_checkpoint_and_training_finishes(knee_export, tmp_path):
+    folder = _copy(knee_export, tmp_path / "killed")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen([sys.executable, "-m", "eas", "train", str(folder), "--data", "digits", "--epochs",
                                 "20", "--checkpoint-every", "5", "--nproc", "2", "--max-restarts", "2", "--quiet",
