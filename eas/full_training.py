@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from eas import interrupt
 from eas.builder import build
 from eas.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint, save_weights
 from eas.energy import make_meter
@@ -145,6 +146,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     writes, and returns the report (the others return None)."""
     from eas.distributed import Group, energy_share
 
+    interrupt.install()
     folder = Path(folder)
     document = read_arch(folder)
     check_task_fits(document, task)
@@ -216,6 +218,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
         order = torch.randperm(n, generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch)).to(device)
         step_loss = math.nan
         for step in range(progress["step"], steps_per_epoch):
+            interrupt.check()
             index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
             if len(index) >= MIN_BATCH * group.world:  # a last batch of one image cannot train BatchNorm
                 share = group.share(index)

@@ -448,6 +448,9 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
         if on_trial:
             on_trial(live, summary)
 
+    from eas import interrupt
+
+    interrupt.install()
     try:
         study.optimize(runner, n_trials=budget.trials, timeout=budget.seconds, callbacks=[after_trial],
                        catch=(Exception,), gc_after_trial=False)

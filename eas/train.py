@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from eas import interrupt
 from eas.errors import UserError
 from eas.train_step import MIN_BATCH, TrainStep, batches, recalibrate_batchnorm, resolve_precision, warmup_cosine
 
@@ -127,6 +128,7 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
     started = time.perf_counter()
     images, loss_value = 0, float("nan")
     for step_index in range(total_steps):
+        interrupt.check()
         if deadline is not None and time.monotonic() > deadline:
             raise TrialTimeout(f"cut by the time limit after {step_index} of {total_steps} steps")
         index = next(order).to(device)

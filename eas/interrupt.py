@@ -1,0 +1,34 @@
+"""Ctrl-C that cannot be lost.
+
+Python raises KeyboardInterrupt wherever the main thread happens to be. When that is inside a
+weakref callback or a __del__ run by the garbage collector (seen: SQLAlchemy's class registry),
+the exception is printed as "ignored" and the program runs on: a search kept training until its
+budget after a Ctrl-C. So the handler also remembers the request, and training loops call
+`check()` at every step, which raises it again at a safe point.
+"""
+
+from __future__ import annotations
+
+import signal
+
+_requested = False
+
+
+def _handler(signum, frame) -> None:
+    global _requested
+    _requested = True
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Use the remembering handler, unless Ctrl-C is ignored or handled by someone else."""
+    global _requested
+    _requested = False
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _handler)
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C arrived and was swallowed on its way."""
+    if _requested:
+        raise KeyboardInterrupt

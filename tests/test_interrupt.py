@@ -1,0 +1,27 @@
+"""A Ctrl-C that Python swallows (raised inside a __del__ or weakref callback) is not lost."""
+
+import os
+import signal
+
+import pytest
+
+from eas import interrupt
+
+
+def test_a_ctrl_c_swallowed_by_a_finaliser_is_raised_again_at_the_next_check():
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupt.install()
+        interrupt.check()  # nothing asked yet
+
+        class Finaliser:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # the handler runs here, and its exception is "ignored"
+                    pass
+
+        Finaliser()
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+    finally:
+        signal.signal(signal.SIGINT, previous)
