@@ -109,3 +109,9 @@ def save_weights(path: Path, model) -> None:
     partial = path.with_name(path.name + ".partial")
     save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(partial))
     os.replace(partial, path)
+
+
+def load_weights(path: Path, model):
+    """Weights written by save_weights, into `model`; returns the model."""
+    model.load_state_dict(load_file(str(path)))
+    return model

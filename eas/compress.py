@@ -36,9 +36,10 @@ def derived_document(document: dict, genome: str, source: Path, method: dict, me
             "checks": {}}
 
 
-def default_output(folder: Path, suffix: str) -> Path:
+def default_output(folder: Path, method: str) -> Path:
+    """Where a compressed model goes unless told: beside its source, e.g. models/knee-int8."""
     folder = Path(folder)
-    return folder.with_name(f"{folder.name}-{suffix}")
+    return folder.with_name(f"{folder.name}-{method}")
 
 
 def _in_work_folder(out: Path, force: bool, write) -> dict:
@@ -113,7 +114,7 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
     """Remove `ratio` of each stage's channels, inherit the weights, fine-tune with `plan`;
     returns report.json (before, right after pruning, after fine-tuning)."""
     from eas.builder import build
-    from eas.checkpoint import save_weights
+    from eas.checkpoint import load_weights, save_weights
     from eas.energy import make_meter
     from eas.export import standalone_source
     from eas.full_training import train_exported
@@ -147,10 +148,7 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
         (work / "arch.json").write_text(json.dumps(placeholder, indent=2))
         training = train_exported(work, task, plan, "auto", meter_name, show_progress=show_progress,
                                   start_from=inherited)
-        tuned = build(narrower, task.input_shape, task.num_classes)
-        from safetensors.torch import load_file
-
-        tuned.load_state_dict(load_file(str(work / WEIGHTS)))
+        tuned = load_weights(work / WEIGHTS, build(narrower, task.input_shape, task.num_classes))
         after = measure_torch(tuned.eval(), task, meter)
         report = {"method": "prune", "ratio": ratio, "data": task.name, "genome_before": arch.encode(),
                   "genome_after": narrower.encode(), "before": before,

@@ -18,7 +18,7 @@ import torch
 
 from eas import interrupt
 from eas.builder import build
-from eas.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint, save_weights
+from eas.checkpoint import load_checkpoint, load_weights, recover_checkpoint, save_checkpoint, save_weights
 from eas.energy import make_meter
 from eas.errors import UserError
 from eas.evaluate import resolve_device
@@ -100,8 +100,6 @@ def _check_training(training: dict) -> None:
 
 def load_trained(folder: Path, task):
     """(arch.json, the trained fp32 model in eval mode) of an export that `eas train` trained."""
-    from safetensors.torch import load_file
-
     document = read_arch(folder)
     check_task_fits(document, task)
     weights = Path(folder) / WEIGHTS
@@ -109,7 +107,7 @@ def load_trained(folder: Path, task):
         raise UserError(f"{folder} holds no trained weights ({WEIGHTS}); train it first: eas train {folder}")
     model = build(document["genome"], task.input_shape, task.num_classes)
     try:
-        model.load_state_dict(load_file(str(weights)))
+        load_weights(weights, model)
     except (RuntimeError, OSError, ValueError) as error:
         raise UserError(f"{weights} does not hold this architecture's weights ({str(error).splitlines()[0]})") from None
     return document, model.eval()
@@ -176,9 +174,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
                             "options to resume, or --restart to start over")
         progress = saved
     elif start_from is not None:
-        from safetensors.torch import load_file
-
-        model.load_state_dict(load_file(str(start_from)))
+        load_weights(start_from, model)
     train_x, train_y = task.train_x.to(device), task.train_y.to(device)
     micro = plan.batch_size // plan.accumulate
     loss = None
@@ -258,9 +254,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     if not group.leader:
         return None
 
-    from safetensors.torch import load_file
-
-    model.load_state_dict(load_file(str(folder / "best.safetensors")))
+    load_weights(folder / "best.safetensors", model)
     test_accuracy, _ = evaluate_accuracy(model, task.test_x, task.test_y, device)
     save_weights(folder / WEIGHTS, model)
     from eas.cost import profile

@@ -38,8 +38,9 @@ def compress_command(
 
     plan = TrainPlan(epochs=epochs, lr=lr, seed=seed) if prune is not None else None
     document = read_arch(folder)
-    out = out or folder.with_name(f"{folder.name}-{'int8' if int8 else f'prune{prune:g}'}")
-    from eas.compress import comparison_rows, compress_int8, compress_prune
+    from eas.compress import comparison_rows, compress_int8, compress_prune, default_output
+
+    out = out or default_output(folder, "int8" if int8 else f"prune{prune:g}")
     from eas.data import load_dataset
     from eas.export import prepare_output
     from eas.units import table
