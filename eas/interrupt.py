@@ -4,7 +4,9 @@ Python raises KeyboardInterrupt wherever the main thread happens to be. When tha
 weakref callback or a __del__ run by the garbage collector (seen: SQLAlchemy's class registry),
 the exception is printed as "ignored" and the program runs on: a search kept training until its
 budget after a Ctrl-C. So the handler also remembers the request, and training loops call
-`check()` at every step, which raises it again at a safe point.
+`check()` at every step, which raises it again at a safe point. Raising consumes the request:
+one Ctrl-C is one KeyboardInterrupt, and a process that handles it (a test run, a notebook) is
+not interrupted again by the next training it starts.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ def install() -> None:
 
 
 def check() -> None:
-    """Raise KeyboardInterrupt if a Ctrl-C arrived and was swallowed on its way."""
+    """Raise KeyboardInterrupt, once, if a Ctrl-C arrived and may have been swallowed on its way."""
+    global _requested
     if _requested:
+        _requested = False
         raise KeyboardInterrupt
