@@ -13,8 +13,8 @@ same happens after `seconds`, since a model-based sampler takes milliseconds per
 EvolutionSampler is EAS's default proposer for multi-fidelity search: multi-objective
 regularised evolution (as Syne Tune's MOREA) that learns from every rung, not only from the
 few candidates that reached the top. After a random warm-up it picks a parent by tournament
-among recent candidates, ranked by the highest rung they reached and their standing there,
-and mutates one or two of its choices.
+among recent candidates, ranked by the highest rung they reached and where they rank there
+now (among every result at that rung), and mutates one or two of its choices.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import TrialState
 
-from eas.study import schema
+from eas.rungs import standings
 
 
 def space_distributions(space) -> dict[str, CategoricalDistribution]:
@@ -82,23 +82,12 @@ class ConstraintAwareSampler(BaseSampler):
         self.base.reseed_rng()
 
 
-def standing(trial) -> tuple[int, float] | None:
-    """How far a stored candidate got: (highest rung reached, fraction of that rung's results it
-    ranked ahead of at its decision; 1.0 at the top rung). None without a rung result."""
-    rungs = trial.user_attrs.get(schema.RUNGS)
-    if not isinstance(rungs, list) or not rungs or not isinstance(rungs[-1], dict):
-        return None
-    last = rungs[-1]
-    results, position = last.get("results"), last.get("position")
-    if not isinstance(results, int) or not isinstance(position, int) or results < 1:
-        return (int(last.get("rung", 0)), 1.0) if trial.state == TrialState.COMPLETE else None
-    return int(last.get("rung", 0)), 1.0 - position / results
-
-
 class EvolutionSampler(BaseSampler):
-    def __init__(self, distributions: dict, seed: int | None = None, warmup: int = 10, population: int = 48,
+    """`live` is the search's LiveStudy: its rung results rank the parents."""
+
+    def __init__(self, distributions: dict, live, seed: int | None = None, warmup: int = 10, population: int = 48,
                  tournament: int = 4, explore: float = 0.15):
-        self.distributions = distributions
+        self.distributions, self.live = distributions, live
         self.rng = np.random.default_rng(seed)
         self.warmup, self.population, self.tournament, self.explore = warmup, population, tournament, explore
 
@@ -106,12 +95,12 @@ class EvolutionSampler(BaseSampler):
         return dict(self.distributions)
 
     def sample_relative(self, study, trial, search_space) -> dict:
+        places = standings(self.live.rung_results, self.live.objectives, self.live.reference)
         ranked = []
         for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
                                                                 TrialState.RUNNING)):
-            place = standing(other)
-            if place is not None and set(other.params) >= set(self.distributions):
-                ranked.append((other.number, place, other.params))
+            if other.number in places and set(other.params) >= set(self.distributions):
+                ranked.append((other.number, places[other.number], other.params))
         if len(ranked) < self.warmup or self.rng.random() < self.explore:
             return {}  # random: every choice drawn by sample_independent
         recent = sorted(ranked, key=lambda item: item[0])[-self.population:]
@@ -133,10 +122,11 @@ class EvolutionSampler(BaseSampler):
         self.rng = np.random.default_rng()
 
 
-SAMPLERS: dict[str, Callable[[int, int, dict], BaseSampler]] = {
-    "eas": lambda seed, population, distributions: EvolutionSampler(distributions, seed=seed),
-    "nsga2": lambda seed, population, _: optuna.samplers.NSGAIISampler(seed=seed, population_size=population),
-    "tpe": lambda seed, population, _: optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True),
-    "gp": lambda seed, population, _: optuna.samplers.GPSampler(seed=seed),
-    "random": lambda seed, population, _: optuna.samplers.RandomSampler(seed=seed),
+# Each maker takes (seed, population, distributions, the search's LiveStudy).
+SAMPLERS: dict[str, Callable[..., BaseSampler]] = {
+    "eas": lambda seed, population, distributions, live: EvolutionSampler(distributions, live, seed=seed),
+    "nsga2": lambda seed, population, *_: optuna.samplers.NSGAIISampler(seed=seed, population_size=population),
+    "tpe": lambda seed, population, *_: optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True),
+    "gp": lambda seed, population, *_: optuna.samplers.GPSampler(seed=seed),
+    "random": lambda seed, population, *_: optuna.samplers.RandomSampler(seed=seed),
 }

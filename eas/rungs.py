@@ -95,6 +95,28 @@ def order(points: np.ndarray) -> np.ndarray:
     return np.lexsort((-contribution, ranks))
 
 
+def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, ...],
+              reference: dict[str, float]) -> dict[int, tuple[int, float]]:
+    """Trial number -> (highest rung it reached, the share of that rung's results it ranks ahead
+    of now). Ranked now, not at the trial's own decision: the first result at a rung ranked first
+    of one, and would otherwise keep that standing however many better ones came after it."""
+    from eas.report import minimised_values
+
+    highest: dict[int, int] = {}
+    for rung in sorted(rung_results):
+        highest.update(dict.fromkeys(rung_results[rung], rung))
+    places: dict[int, tuple[int, float]] = {}
+    for rung, results in rung_results.items():
+        numbers = [number for number in results if highest[number] == rung]
+        if not numbers:
+            continue
+        everyone = list(results)
+        points = minimised_values([results[number] for number in everyone], objectives, reference)
+        position = {everyone[index]: place for place, index in enumerate(order(np.nan_to_num(points, nan=np.inf)))}
+        places.update({number: (rung, 1.0 - position[number] / len(everyone)) for number in numbers})
+    return places
+
+
 @dataclass(frozen=True)
 class Decision:
     go_on: bool

@@ -398,7 +398,7 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int):
     if settings.sampler not in SAMPLERS:
         raise UserError(f"unknown sampler {settings.sampler!r} (known: {', '.join(SAMPLERS)})")
     distributions = space_distributions(space)
-    base = SAMPLERS[settings.sampler](seed, settings.population, distributions)
+    base = SAMPLERS[settings.sampler](seed, settings.population, distributions, live)
     constraints = Constraints.from_dict(settings.constraints)
 
     def refuse(params: dict) -> str | None:

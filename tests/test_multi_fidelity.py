@@ -13,7 +13,7 @@ from eas.errors import UserError
 from eas.evaluate import wilson_interval
 from eas.proposals import ConstraintAwareSampler, space_distributions
 from eas.report import pareto_front, rank_agreement
-from eas.rungs import Ladder, decide, order
+from eas.rungs import Ladder, decide, order, standings
 from eas.space import load_space
 from eas.study import schema
 from eas.study.records import TrialRecord
@@ -41,6 +41,19 @@ def test_ranking_is_by_front_then_by_hypervolume_contribution():
 
 def test_the_first_result_at_a_rung_trains_on():
     assert decide(np.array([[0.5, 0.5]]), 0, 3).go_on
+
+
+def test_parents_are_ranked_where_they_stand_now_not_at_their_own_decision():
+    def result(accuracy):
+        return {"accuracy": accuracy, "macs": 1e6}
+
+    # Trial 1 came first at rung 0 (ranked first of one at its decision); two better ones followed.
+    rung_results = {0: {1: result(0.5), 2: result(0.9), 3: result(0.7)}, 1: {2: result(0.92)}}
+    places = standings(rung_results, ("accuracy", "macs"), {"macs": 2e6})
+    assert places[2] == (1, 1.0)  # ranked at the highest rung it reached
+    assert places[3] == (0, pytest.approx(2 / 3))
+    assert places[1] == (0, pytest.approx(1 / 3))
+    assert max(places, key=places.get) == 2 and min(places, key=places.get) == 1
 
 
 def test_accuracies_inside_their_intervals_tie():
