@@ -90,17 +90,27 @@ class EvolutionSampler(BaseSampler):
         self.distributions, self.live = distributions, live
         self.rng = np.random.default_rng(seed)
         self.warmup, self.population, self.tournament, self.explore = warmup, population, tournament, explore
+        self._ranked_for: int | None = None
+        self._ranked_cache: list = []
 
     def infer_relative_search_space(self, study, trial) -> dict:
         return dict(self.distributions)
 
+    def _ranked(self, study, trial) -> list[tuple[int, tuple[int, float], dict]]:
+        """(number, standing, params) of the candidates with a rung result. Ranked once per new
+        trial: the constraint guard asks again for every proposal it refuses."""
+        if self._ranked_for != trial.number:
+            places = standings(self.live.rung_results, self.live.objectives, self.live.reference)
+            self._ranked_cache = [
+                (other.number, places[other.number], other.params)
+                for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                        TrialState.RUNNING))
+                if other.number in places and set(other.params) >= set(self.distributions)]
+            self._ranked_for = trial.number
+        return self._ranked_cache
+
     def sample_relative(self, study, trial, search_space) -> dict:
-        places = standings(self.live.rung_results, self.live.objectives, self.live.reference)
-        ranked = []
-        for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                TrialState.RUNNING)):
-            if other.number in places and set(other.params) >= set(self.distributions):
-                ranked.append((other.number, places[other.number], other.params))
+        ranked = self._ranked(study, trial)
         if len(ranked) < self.warmup or self.rng.random() < self.explore:
             return {}  # random: every choice drawn by sample_independent
         recent = sorted(ranked, key=lambda item: item[0])[-self.population:]

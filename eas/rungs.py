@@ -95,13 +95,18 @@ def order(points: np.ndarray) -> np.ndarray:
     return np.lexsort((-contribution, ranks))
 
 
+def rung_points(results: list[dict], objectives: tuple[str, ...], reference: dict[str, float]) -> np.ndarray:
+    """Rung results as normalised minimisation points; a missing value ranks last."""
+    from eas.report import minimised_values
+
+    return np.nan_to_num(minimised_values(results, objectives, reference), nan=np.inf)
+
+
 def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, ...],
               reference: dict[str, float]) -> dict[int, tuple[int, float]]:
     """Trial number -> (highest rung it reached, the share of that rung's results it ranks ahead
     of now). Ranked now, not at the trial's own decision: the first result at a rung ranked first
     of one, and would otherwise keep that standing however many better ones came after it."""
-    from eas.report import minimised_values
-
     highest: dict[int, int] = {}
     for rung in sorted(rung_results):
         highest.update(dict.fromkeys(rung_results[rung], rung))
@@ -111,8 +116,8 @@ def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, .
         if not numbers:
             continue
         everyone = list(results)
-        points = minimised_values([results[number] for number in everyone], objectives, reference)
-        position = {everyone[index]: place for place, index in enumerate(order(np.nan_to_num(points, nan=np.inf)))}
+        points = rung_points([results[number] for number in everyone], objectives, reference)
+        position = {everyone[index]: place for place, index in enumerate(order(points))}
         places.update({number: (rung, 1.0 - position[number] / len(everyone)) for number in numbers})
     return places
 

@@ -331,15 +331,12 @@ class TrialRunner:
 
     def _decide(self, number: int, rung: int, record: dict):
         """Rank this rung result among every result stored at the rung so far."""
-        import numpy as np
-
-        from eas.report import minimised_values
-        from eas.rungs import decide
+        from eas.rungs import decide, rung_points
 
         self.live.refresh()
         results = [*self.live.results_at(rung, excluding=number), record]
-        points = minimised_values(results, self.settings.objectives, self.live.reference)
-        return decide(np.nan_to_num(points, nan=np.inf), len(results) - 1, self.ladder.eta)
+        points = rung_points(results, self.settings.objectives, self.live.reference)
+        return decide(points, len(results) - 1, self.ladder.eta)
 
 
 def candidate_key(arch, training: dict) -> str:
