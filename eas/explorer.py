@@ -67,10 +67,16 @@ def _num(value) -> float:
     return math.nan if value is None else float(value)
 
 
-def filtered_front(records: list[TrialRecord], objectives: tuple[str, ...],
-                   limits: dict[str, float]) -> list[TrialRecord]:
+def front_of(records: list[TrialRecord], rows: list[dict], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """The Pareto set that trial_rows marked, as records in pareto_front's order, without
+    computing it again."""
+    on_front = {row["trial"] for row in rows if row["pareto"]}
+    return sorted((r for r in records if r.number in on_front), key=lambda r: -r.value(objectives[0]))
+
+
+def filtered_front(front: list[TrialRecord], limits: dict[str, float]) -> list[TrialRecord]:
     """The Pareto set, keeping trials within every limit (metric -> maximum)."""
-    return [r for r in pareto_front(records, objectives)
+    return [r for r in front
             if all(r.metrics.get(metric) is not None and r.metrics[metric] <= limit
                    for metric, limit in limits.items())]
 

@@ -26,7 +26,6 @@ import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.samplers import BaseSampler
-from optuna.trial import TrialState
 
 from eas.rungs import standings
 
@@ -91,29 +90,33 @@ class EvolutionSampler(BaseSampler):
         self.rng = np.random.default_rng(seed)
         self.warmup, self.population, self.tournament, self.explore = warmup, population, tournament, explore
         self._ranked_for: int | None = None
-        self._ranked_cache: list = []
+        self._ranked_cache: tuple[int, list] = (0, [])
+        self._params: dict[int, dict] = {}  # trial number -> its parameters, read once
 
     def infer_relative_search_space(self, study, trial) -> dict:
         return dict(self.distributions)
 
-    def _ranked(self, study, trial) -> list[tuple[int, tuple[int, float], dict]]:
-        """(number, standing, params) of the candidates with a rung result. Ranked once per new
-        trial: the constraint guard asks again for every proposal it refuses."""
+    def _ranked(self, trial) -> tuple[int, list[tuple[int, tuple[int, float], dict]]]:
+        """(how many candidates have a rung result, (number, standing, params) of the most recent
+        `population` of them). Ranked once per new trial: the constraint guard asks again for
+        every proposal it refuses. Parameters are read once per candidate, for the recent ones
+        only: the storage work per trial does not grow with the study."""
         if self._ranked_for != trial.number:
             places = standings(self.live.rung_results, self.live.objectives, self.live.reference)
-            self._ranked_cache = [
-                (other.number, places[other.number], other.params)
-                for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                        TrialState.RUNNING))
-                if other.number in places and set(other.params) >= set(self.distributions)]
-            self._ranked_for = trial.number
+            recent = []
+            for number in sorted(places)[-self.population:]:
+                if number not in self._params:
+                    record = self.live.reader.records.get(number)
+                    self._params[number] = self.live.reader.params(record) if record is not None else {}
+                if set(self._params[number]) >= set(self.distributions):
+                    recent.append((number, places[number], self._params[number]))
+            self._ranked_for, self._ranked_cache = trial.number, (len(places), recent)
         return self._ranked_cache
 
     def sample_relative(self, study, trial, search_space) -> dict:
-        ranked = self._ranked(study, trial)
-        if len(ranked) < self.warmup or self.rng.random() < self.explore:
+        known, recent = self._ranked(trial)
+        if known < self.warmup or not recent or self.rng.random() < self.explore:
             return {}  # random: every choice drawn by sample_independent
-        recent = sorted(ranked, key=lambda item: item[0])[-self.population:]
         picks = self.rng.choice(len(recent), size=min(self.tournament, len(recent)), replace=False)
         parent = max((recent[i] for i in picks), key=lambda item: item[1])[2]
         child = {name: parent[name] for name in self.distributions}

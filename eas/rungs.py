@@ -63,36 +63,60 @@ class Ladder:
 
 
 def nondominated_ranks(points: np.ndarray) -> np.ndarray:
-    """Front index of each row of a minimisation matrix (0 = non-dominated)."""
-    n = len(points)
-    ranks = np.full(n, -1)
-    remaining = np.arange(n)
+    """Front index of each row of a minimisation matrix (0 = non-dominated): fronts peeled off
+    one by one, each found by the block-vectorised eas.report.pareto_mask."""
+    from eas.report import pareto_mask
+
+    ranks = np.full(len(points), -1)
+    remaining = np.arange(len(points))
     front = 0
     while len(remaining):
-        sub = points[remaining]
-        dominated = np.array([np.any(np.all(sub <= p, axis=1) & np.any(sub < p, axis=1)) for p in sub])
-        ranks[remaining[~dominated]] = front
-        remaining = remaining[dominated]
+        on_front = pareto_mask(points[remaining])
+        ranks[remaining[on_front]] = front
+        remaining = remaining[~on_front]
         front += 1
     return ranks
 
 
 def hypervolume_contributions(points: np.ndarray) -> np.ndarray:
-    """What each point of a front adds to its hypervolume (normalised points, reference 1)."""
-    from eas.report import hypervolume_of_points
+    """What each point of a front adds to its hypervolume (normalised points, reference 1): the
+    volume only it dominates = its own box minus the hypervolume of the others limited to that
+    box (WFG's "limit" step). Limited to one box, most of the others dominate each other, so
+    each hypervolume is of a handful of points instead of the whole front."""
+    from eas.report import hypervolume_of_points, pareto_mask
 
-    total = hypervolume_of_points(points)
-    return np.array([total - hypervolume_of_points(np.delete(points, i, axis=0)) for i in range(len(points))])
+    contribution = np.zeros(len(points))
+    for i, point in enumerate(points):
+        if np.any(point >= 1.0):
+            continue  # outside the reference box: adds nothing
+        limited = np.maximum(np.delete(points, i, axis=0), point)
+        limited = limited[pareto_mask(limited)] if len(limited) else limited
+        contribution[i] = float(np.prod(1.0 - point)) - hypervolume_of_points(limited)
+    return contribution
 
 
 def order(points: np.ndarray) -> np.ndarray:
     """Indices from best to worst: by non-dominated rank, then by hypervolume contribution."""
+    everyone = np.arange(len(points))
+    place = positions(points, everyone)
+    return everyone[np.argsort([place[i] for i in everyone], kind="stable")]
+
+
+def positions(points: np.ndarray, wanted) -> dict[int, int]:
+    """Row -> its place in `order(points)`, for the `wanted` rows only. Hypervolume contributions
+    (the costly part) are computed only within the fronts of the wanted rows."""
     ranks = nondominated_ranks(points)
-    contribution = np.zeros(len(points))
-    for front in np.unique(ranks):
-        members = np.flatnonzero(ranks == front)
-        contribution[members] = hypervolume_contributions(np.clip(points[members], None, 1.0))
-    return np.lexsort((-contribution, ranks))
+    ahead = np.bincount(ranks, minlength=ranks.max() + 1 if len(ranks) else 0).cumsum()
+    placed: dict[int, int] = {}
+    for front in np.unique(ranks[list(wanted)]) if len(wanted) else []:
+        members = np.flatnonzero(ranks == front)  # ascending: ties keep the rows' order, as lexsort
+        # Rounded: equal contributions (duplicates, points outside the box) tie exactly, and
+        # keep the rows' order, whatever the float noise of the computation.
+        contribution = np.round(hypervolume_contributions(np.clip(points[members], None, 1.0)), 12)
+        within = np.argsort(-contribution, kind="stable")
+        before = ahead[front - 1] if front else 0
+        placed.update({int(members[k]): int(before + place) for place, k in enumerate(within)})
+    return {int(i): placed[int(i)] for i in wanted}
 
 
 def rung_points(results: list[dict], objectives: tuple[str, ...], reference: dict[str, float]) -> np.ndarray:
@@ -103,22 +127,24 @@ def rung_points(results: list[dict], objectives: tuple[str, ...], reference: dic
 
 
 def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, ...],
-              reference: dict[str, float]) -> dict[int, tuple[int, float]]:
+              reference: dict[str, float], only: set[int] | None = None) -> dict[int, tuple[int, float]]:
     """Trial number -> (highest rung it reached, the share of that rung's results it ranks ahead
-    of now). Ranked now, not at the trial's own decision: the first result at a rung ranked first
-    of one, and would otherwise keep that standing however many better ones came after it."""
+    of now), for every trial with a rung result or `only` those. Ranked now, not at the trial's
+    own decision: the first result at a rung ranked first of one, and would otherwise keep that
+    standing however many better ones came after it."""
     highest: dict[int, int] = {}
     for rung in sorted(rung_results):
         highest.update(dict.fromkeys(rung_results[rung], rung))
     places: dict[int, tuple[int, float]] = {}
     for rung, results in rung_results.items():
-        numbers = [number for number in results if highest[number] == rung]
+        numbers = [number for number in results if highest[number] == rung and (only is None or number in only)]
         if not numbers:
             continue
         everyone = list(results)
         points = rung_points([results[number] for number in everyone], objectives, reference)
-        position = {everyone[index]: place for place, index in enumerate(order(points))}
-        places.update({number: (rung, 1.0 - position[number] / len(everyone)) for number in numbers})
+        row = {number: index for index, number in enumerate(everyone)}
+        place = positions(points, [row[number] for number in numbers])
+        places.update({number: (rung, 1.0 - place[row[number]] / len(everyone)) for number in numbers})
     return places
 
 
@@ -135,7 +161,6 @@ class Decision:
 
 def decide(points: np.ndarray, index: int, eta: int) -> Decision:
     """Whether row `index` of the rung's normalised minimisation points trains on."""
-    ranked = order(points)
-    position = int(np.flatnonzero(ranked == index)[0])
+    position = positions(points, [index])[index]
     keep = math.ceil(len(points) / eta)
     return Decision(position < keep, position, len(points), keep)

@@ -418,15 +418,16 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int):
 
 def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,
                seed: int, on_trial: Callable[[object, RunSummary], None] | None = None,
-               snapshots=None) -> RunSummary:
-    """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible."""
+               snapshots=None, sampler=None) -> RunSummary:
+    """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible.
+    A worker pool passes the study's `sampler` (and `snapshots`) kept from its earlier trials."""
     import optuna
     from optuna.trial import TrialState
 
     from eas.study.snapshots import Snapshots
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study.sampler = make_sampler(settings, space, task, live, seed)
+    study.sampler = sampler or make_sampler(settings, space, task, live, seed)
     summary = RunSummary()
     deadline = time.monotonic() + budget.seconds if budget.seconds else None
     snapshots = snapshots or Snapshots(_engine_of(study), study.study_name)

@@ -110,11 +110,11 @@ def fidelity_lines(settings: dict, records) -> list[str]:
     return lines
 
 
-def footprint_lines(records, objectives, reference) -> list[str]:
-    from eas.report import footprint, time_split_total
+def footprint_lines(spent: dict, records) -> list[str]:
+    """`spent`: eas.report.footprint of the records."""
+    from eas.report import time_split_total
     from eas.units import format_duration
 
-    spent = footprint(records, objectives, reference)
     per_kwh = spent["hypervolume_per_kwh"]
     return [f"footprint   {format_duration(spent['wall_seconds'])} wall, evaluations "
             f"{format_duration(spent['evaluate_seconds'])}, {spent['energy_kwh']:.3g} kWh ({spent['energy_source']})"
@@ -124,10 +124,11 @@ def footprint_lines(records, objectives, reference) -> list[str]:
 
 def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
     """What `eas show STUDY` prints: the study, its counts, hypervolume and Pareto set."""
-    from eas.report import hypervolume, knee, pareto_front
+    from eas.report import footprint, knee, pareto_front
     from eas.study.records import counts
 
     c = counts(records)
+    spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
     front = pareto_front(records, objectives)
     knee_record = knee(front, objectives)
     fidelity = settings.get("fidelity", {})
@@ -140,9 +141,9 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         f"batch {fidelity.get('batch_size')}",
         "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
         *fidelity_lines(settings, records),
-        f"hypervolume {hypervolume(records, objectives, reference):.4f} (normalised; reference point: "
+        f"hypervolume {spent['hypervolume']:.4f} (normalised; reference point: "
         "accuracy 0 and the space's largest arch x 1.1, or the constraint limit)",
-        *footprint_lines(records, objectives, reference),
+        *footprint_lines(spent, records),
         "",
         f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off; accuracies whose 95% "
         "intervals overlap count as ties):",
@@ -194,3 +195,19 @@ def verification_lines(result: dict) -> list[str]:
              "yes" if r["held_place"] else "no", r["genome"]] for r in result["members"]]
     lines.append(table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "genome"]))
     return lines
+
+
+def study_rows(listed: list[dict], now: float) -> list[dict]:
+    """`eas studies` and the explorer's Studies page: one plain row per study of list_studies."""
+    from eas.study.queue import budget_text
+
+    rows = []
+    for row in listed:
+        if not row["study"]:
+            continue
+        queue = row["queue"]
+        rows.append({k: row[k] for k in ("study", "space", "data", "objectives", "started", "trials", "storage")}
+                    | {"state": queue.state_text(now), "workers": sorted(queue.workers),
+                       "budget": budget_text(queue.run, queue.counted, now) or (queue.problem or ""),
+                       "priority": queue.run.priority if queue.run else ""} | row["counts"])
+    return rows

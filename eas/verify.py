@@ -21,11 +21,9 @@ from eas.study.records import TrialRecord
 
 def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str = "auto",
                  on_result=None) -> dict:
-    from scipy.stats import kendalltau
-
     from eas.evaluate import Candidate
     from eas.genome import Arch
-    from eas.report import pareto_front
+    from eas.report import kendall_tau, pareto_front
     from eas.search import ladder_of
     from eas.study.schema import SearchSettings
     from eas.train import Fidelity
@@ -58,7 +56,7 @@ def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str 
     held = _held(front, rows, loaded.objectives)
     for row in rows:
         row["held_place"] = row["trial"] in held
-    tau = kendalltau([r["search_accuracy"] for r in rows], [r["verified_accuracy"] for r in rows]).statistic \
+    tau = kendall_tau([r["search_accuracy"] for r in rows], [r["verified_accuracy"] for r in rows]) \
         if len(rows) >= 3 else math.nan
     return {"at": started, "steps": steps, "factor": factor, "seeds": seeds, "members": rows,
             "kendall_tau": None if not math.isfinite(tau) else float(tau),

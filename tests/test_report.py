@@ -1,11 +1,12 @@
 import itertools
+import math
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eas.report import hypervolume, knee, pareto_front, pareto_mask
+from eas.report import hypervolume, knee, pareto_front, pareto_mask, tied_pareto_mask
 from eas.study.records import TrialRecord, counts
 
 OBJ = ("accuracy", "macs")
@@ -26,6 +27,27 @@ def brute_force_mask(points):
 def test_pareto_mask_matches_brute_force(rows):
     points = np.array(rows, dtype=float).reshape(-1, 3)
     assert (pareto_mask(points) == brute_force_mask(points)).all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(50, 60), st.sampled_from([0, 1, 2]), st.integers(0, 3), st.integers(0, 3)),
+                min_size=0, max_size=40))
+def test_tied_pareto_mask_matches_its_definition(rows):
+    """A trial is out when another costs no more anywhere, its interval reaches this one's, and
+    it is cheaper somewhere or its whole interval lies above (checked pair by pair here)."""
+    records = [TrialRecord(i, "complete", "g", {"accuracy": a / 100, "accuracy_low": (a - w) / 100,
+                                                "accuracy_high": (a + w) / 100, "macs": m, "params": p})
+               for i, (a, w, m, p) in enumerate(rows)]
+
+    def dominates(i, j):
+        mi, mj = records[i].metrics, records[j].metrics
+        costs_le = mi["macs"] <= mj["macs"] and mi["params"] <= mj["params"]
+        cheaper = mi["macs"] < mj["macs"] or mi["params"] < mj["params"]
+        above = mi["accuracy_low"] > mj["accuracy_high"]
+        return costs_le and mi["accuracy_high"] >= mj["accuracy_low"] and (cheaper or above)
+
+    expected = [not any(dominates(i, j) for i in range(len(records)) if i != j) for j in range(len(records))]
+    assert list(tied_pareto_mask(records, ("accuracy", "macs", "params"))) == expected
 
 
 def test_front_excludes_dominated_infeasible_and_failed():
@@ -67,3 +89,35 @@ def test_counts_cover_every_state():
     states = ["complete", "infeasible", "stopped", "pruned", "failed", "running", "waiting", "broken"]
     records = [record(i, 0.5, 1, s) for i, s in zip(itertools.count(), states, strict=False)]
     assert all(v == 1 for v in counts(records).values())
+
+
+def test_kendall_tau_is_scipys_tau_b_with_ties():
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    from eas.report import kendall_tau
+
+    rng = np.random.default_rng(0)
+    for n in (3, 7, 40):
+        x, y = rng.integers(0, 5, n), rng.normal(size=n)  # x has ties
+        assert kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic)
+        assert kendall_tau(y, y) == pytest.approx(1.0) and kendall_tau(y, -y) == pytest.approx(-1.0)
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3]))
+
+
+def test_hypervolume_history_is_the_hypervolume_of_each_prefix_and_ends_with_the_last_trial():
+    from dataclasses import replace
+
+    from eas.report import hypervolume_history
+
+    rng = np.random.default_rng(3)
+    records = [replace(record(i, float(rng.uniform(0.5, 1.0)), float(rng.uniform(1, 100)),
+                              "complete" if i % 4 else "failed"), started=float(i), finished=float(i + 1))
+               for i in range(30)]
+    reference = {"macs": 100.0}
+    history = hypervolume_history(records, OBJ, reference)
+    assert [h["hypervolume"] for h in history] == pytest.approx(
+        [hypervolume(records[:k + 1], OBJ, reference) for k in range(30)])
+    drawn = hypervolume_history(records, OBJ, reference, max_points=7)
+    assert len(drawn) <= 8 and drawn[-1] == history[-1]
+    assert all(h in history for h in drawn)

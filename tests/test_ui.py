@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from eas.explorer import trial_rows
+from eas.explorer import front_of, trial_rows
 from eas.report import hypervolume, knee, pareto_front
 from eas.study.reader import load_study
 from tests.conftest import ROOT, run_eas
@@ -111,6 +111,7 @@ def test_pure_functions_give_the_cli_numbers(small_study):
     assert hypervolume(study.records, study.objectives, study.reference) == cli["hypervolume"]
     rows = trial_rows(study.records, study.objectives)
     assert sum(r["pareto"] for r in rows) == len(front)
+    assert front_of(study.records, rows, study.objectives) == front
 
 
 def test_reading_a_study_while_a_search_writes_it(tmp_path):

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from eas.cli import arch, compress, evaluate, export, search, studies, train, ui, verify
+from eas.cli import arch, compress, evaluate, export, queue, search, studies, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -26,6 +26,8 @@ app.command("evaluate")(evaluate.evaluate_command)
 app.command("search")(search.search_command)
 app.command("worker")(search.worker_command)
 app.command("studies")(studies.studies_command)
+app.command("stop")(queue.stop_command)
+app.command("resume")(queue.resume_command)
 app.command("show")(studies.show_command)
 app.command("verify")(verify.verify_command)
 app.command("export")(export.export_command)

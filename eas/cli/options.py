@@ -33,6 +33,9 @@ StorageOption = Annotated[str | None, typer.Option(
 StudyArgument = Annotated[str, typer.Argument(help="Study name.")]
 BudgetOption = Annotated[str | None, typer.Option("--budget", help="Wall time: 2h, 90m, 45s, 1h30m.")]
 TrialsOption = Annotated[int | None, typer.Option("--trials", help="Stop after N trials in this run.")]
+# Used as Annotated[int, PriorityOption] or Annotated[int | None, PriorityOption].
+PriorityOption = typer.Option("--priority", help="Pool workers serve higher priorities first; equal ones share "
+                              "the workers.", min=-1000, max=1000)
 HeartbeatOption = Annotated[int, typer.Option("--heartbeat", help="Seconds between worker heartbeats; a trial "
                                               "whose worker missed 3 is failed and retried.", min=1, max=3600)]
 TrialTimeoutOption = Annotated[str, typer.Option("--trial-timeout", help="Cut a trial after this long.")]

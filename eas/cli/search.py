@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Annotated
 
 import typer
@@ -25,6 +26,7 @@ from eas.cli.options import (
     MaxStepsOption,
     MeterOption,
     PrecisionOption,
+    PriorityOption,
     QuietOption,
     SeedOption,
     StorageOption,
@@ -175,6 +177,9 @@ def search_command(
                                              "reference architectures first.")] = True,
     heartbeat: HeartbeatOption = 10,
     threads: ThreadsOption = None,
+    queue: Annotated[bool, typer.Option("--queue", help="Create the study with its budget and leave it to "
+                                        "`eas worker --storage URL` processes; run nothing here.")] = False,
+    priority: Annotated[int, PriorityOption] = 0,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -190,6 +195,8 @@ def search_command(
 
     # Everything the user typed is checked before any storage is opened.
     run_budget = Budget.parse(budget, trials)
+    if queue and workers > 1:
+        raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of --workers")
     chosen_objectives = parse_objectives(objectives)
     constraints = Constraints.parse(max_macs, max_params, max_memory, max_latency)
     if sampler not in SAMPLER_NAMES:
@@ -206,6 +213,8 @@ def search_command(
     from eas.data import load_dataset
     from eas.evaluate import resolve_device
     from eas.search import check_feasible_at_all, prepare_study
+    from eas.study import schema
+    from eas.study.queue import Run, budget_text, entry_of, save
     from eas.study.reader import StudyReader
     from eas.study.setup import check_resumable
     from eas.study.storage import harden_sqlite, open_storage, safe_url
@@ -227,6 +236,19 @@ def search_command(
     found, created = prepare_study(settings, name, opened, chosen_space, task, torch_device)
     harden_sqlite(opened)
     reader = StudyReader(url, name)
+    entry = entry_of(url, name)
+    run = Run(run_budget.seconds, None if run_budget.trials is None else entry.counted + run_budget.trials,
+              priority, started=None if queue else time.time())
+    save(opened, entry.study_id, run)  # this run's budget is the study's: pool workers may help
+    if queue:
+        verb = "queued new" if created else "queued"
+        budget_words = budget_text(run, entry.counted, time.time())
+        if as_json:
+            emit_json({"study": name, "state": "queued", "budget": budget_words, "priority": priority})
+        else:
+            typer.echo(f"{verb} study {name!r} in {safe_url(url)} ({budget_words}, priority {priority}): "
+                       f"start workers with `eas worker --storage URL`")
+        return
     if not quiet and not as_json:
         verb = "created" if created else "resuming"
         typer.echo(f"{verb} study {name!r} in {safe_url(url)}: {len(found.trials)} trials so far; "
@@ -235,15 +257,24 @@ def search_command(
     budgets = run_budget.split(workers)
     helpers = LocalWorkers(name, _absolute_sqlite(url), budgets[1:], seed, heartbeat, timeout,
                            _threads_for(workers))
-    _run_and_report(found, settings, chosen_space, task, budgets[0], timeout, seed, quiet, as_json, name,
-                    reader, helpers)
+    try:
+        _run_and_report(found, settings, chosen_space, task, budgets[0], timeout, seed, quiet, as_json, name,
+                        reader, helpers)
+    except typer.Exit as ended:
+        if ended.exit_code == 130:  # Ctrl-C stops the study: pool workers leave it too
+            opened.set_study_user_attr(entry.study_id, schema.RUN_STOPPED, time.time())
+        raise
 
 
 def worker_command(
-    study: Annotated[str, typer.Option("--study", help="Name of an existing study.")],
+    study: Annotated[str | None, typer.Option("--study", help="Join this study with this worker's own "
+                                              "--budget/--trials. Without it: serve every open study of "
+                                              "--storage, each within its own stored budget.")] = None,
     storage: StorageOption = None,
     budget: BudgetOption = None,
     trials: TrialsOption = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Without --study: when nothing is open, wait for "
+                                       "new studies instead of exiting.")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampler seed (default: from the process id).",
                                              min=0, max=2**31 - 1)] = None,
     heartbeat: HeartbeatOption = 10,
@@ -251,14 +282,18 @@ def worker_command(
     threads: ThreadsOption = None,
     quiet: QuietOption = False,
 ) -> None:
-    """Join a study from another process or machine: its name and storage are all it needs."""
+    """Join a study from another process or machine, or serve every open study of a storage."""
     from eas.search import Budget
     from eas.study.storage import check_study_name, default_url
     from eas.units import parse_seconds
 
+    timeout = parse_seconds(trial_timeout, "--trial-timeout")
+    if study is None:
+        _serve_pool(storage, Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
+                    timeout, threads, quiet)
+        return
     check_study_name(study)
     run_budget = Budget.parse(budget, trials)
-    timeout = parse_seconds(trial_timeout, "--trial-timeout")
     url = storage or default_url(study)
 
     import torch
@@ -274,3 +309,27 @@ def worker_command(
     space = space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
     _run_and_report(found, settings, space, task, run_budget, timeout,
                     seed if seed is not None else os.getpid(), quiet, False, study, reader)
+
+
+def _serve_pool(storage, budget, wait: bool, seed, heartbeat: int, timeout: float, threads, quiet: bool) -> None:
+    if not storage:
+        raise UserError("without --study, give the --storage (or $EAS_STORAGE) whose studies to serve")
+
+    import torch
+
+    from eas.pool import Pool
+    from eas.study.reader import list_studies
+
+    if threads:
+        torch.set_num_threads(threads)
+    for row in list_studies(storage):  # read-only: an unreadable storage is an error before anything is written
+        if row["error"]:
+            raise UserError(row["error"])
+    echo = (lambda line: None) if quiet else (lambda line: typer.echo(line, err=True))
+    pool = Pool(storage, heartbeat, timeout, seed if seed is not None else os.getpid(), echo)
+    summary = pool.run(budget, wait)
+    served = ", ".join(f"{n} of {name}" for name, n in summary.trials.items()) or "none"
+    if not quiet:
+        typer.echo(f"worker done ({summary.stopped}): trials {served}", err=True)
+    if summary.stopped == "interrupted":
+        raise typer.Exit(130)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -12,26 +13,27 @@ from eas.errors import UserError
 
 
 def studies_command(storage: StorageOption = None, as_json: JsonOption = False) -> None:
-    """List studies with their trial counts (default: every file under studies/)."""
-    from eas.study.reader import list_studies, load_study
-    from eas.study.records import counts
+    """List studies with their pool state, budget and trial counts (default: studies/*.db).
+
+    States: queued, running (N workers), stopped, done, or unqueued (no pool budget)."""
+    from eas.study.reader import list_studies
+    from eas.study.records import STATES
+    from eas.summary import study_rows
     from eas.units import table
 
-    rows = []
-    for row in list_studies(storage):
+    listed = list_studies(storage)
+    for row in listed:
         if row["error"]:
             raise UserError(row["error"])
-        c = counts(load_study(row["url"], row["study"]).records)
-        rows.append({k: row[k] for k in ("study", "space", "data", "started", "trials", "storage")} | c)
+    rows = study_rows(listed, time.time())
     if as_json:
         emit_json(rows)
         return
     if not rows:
         typer.echo("no studies yet: run `eas search --space tiny --data digits --budget 1m`")
         return
-    keys = ["study", "space", "data", "started", "trials", "complete", "infeasible", "failed", "pruned", "running"]
-    if any(row["broken"] for row in rows):
-        keys.append("broken")
+    keys = ["study", "space", "data", "state", "budget", "priority", "trials",
+            *[s for s in STATES if s not in ("waiting", "broken")]]
     typer.echo(table([[row[k] for k in keys] for row in rows], keys))
 
 
@@ -46,7 +48,6 @@ def show_command(
     """Print a study's Pareto set with its knee point, or one trial in full."""
     from eas.report import (
         footprint,
-        hypervolume,
         knee,
         pareto_front,
         rank_agreement,
@@ -77,11 +78,12 @@ def show_command(
     if as_json:
         front = pareto_front(records, objectives)
         best = knee(front, objectives)
+        spent = footprint(records, objectives, reference)
         emit_json({"study": study, "settings": settings, "counts": counts(records),
-                   "hypervolume": hypervolume(records, objectives, reference), "reference_point": reference,
+                   "hypervolume": spent["hypervolume"], "reference_point": reference,
                    "knee": best.number if best else None, "rungs": rung_counts(records),
                    "rank_agreement": rank_agreement(records),
-                   "footprint": footprint(records, objectives, reference),
+                   "footprint": spent,
                    "time_split": time_split_total(records),
                    "verification": found.verification[-1] if found.verification else None,
                    "broken": [{"trial": r.number, "reason": r.reason} for r in records if r.state == "broken"],

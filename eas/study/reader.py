@@ -124,10 +124,43 @@ def _study_attrs(connection, study_id: int) -> dict:
     return {key: _json(value) for key, value in rows}
 
 
-def list_studies(storage: str | None = None) -> list[dict]:
-    """One row per study of each storage: EAS studies with their settings, others flagged; a
-    storage that cannot be read is one row with its error."""
+def _state_counts(connection) -> dict[int, dict[str, int]]:
+    """Study id -> trials per EAS state, counted by SQL (Optuna's state and EAS's status), so a
+    listing costs one query whatever the studies' sizes. Broken trials are found only when a
+    study is read in full (eas show), which validates every trial."""
     from sqlalchemy import text
+
+    from eas.study.records import STATES, state_of
+
+    counts: dict[int, dict[str, int]] = {}
+    for study_id, state, status, n in connection.execute(text(
+            f"SELECT t.study_id, t.state, a.value_json, COUNT(*) FROM trials t LEFT JOIN trial_user_attributes a "
+            f"ON a.trial_id = t.trial_id AND a.key = '{schema.STATUS}' GROUP BY t.study_id, t.state, a.value_json")):
+        row = counts.setdefault(study_id, dict.fromkeys(STATES, 0))
+        row[state_of(getattr(state, "name", state), _json(status), violated=False)] += n
+    return counts
+
+
+def _running_workers(connection) -> dict[int, set[str]]:
+    """Study id -> host:pid of the workers running one of its trials now."""
+    from sqlalchemy import text
+
+    workers: dict[int, set[str]] = {}
+    for study_id, worker in connection.execute(text(
+            f"SELECT t.study_id, a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+            f"WHERE t.state = 'RUNNING' AND a.key = '{schema.WORKER}'")):
+        workers.setdefault(study_id, set()).add(str(_json(worker)))
+    return workers
+
+
+def list_studies(storage: str | None = None) -> list[dict]:
+    """One row per study of each storage: EAS studies with their settings, trial counts and pool
+    state (eas.study.queue), others left out; a storage that cannot be read is one row with its
+    error. A few queries per storage, whatever the number of trials."""
+    from sqlalchemy import text
+
+    from eas.study.queue import COUNTED, QueuedStudy, Run
+    from eas.study.records import STATES
 
     rows = []
     for url in storage_urls(storage):
@@ -139,6 +172,7 @@ def list_studies(storage: str | None = None) -> list[dict]:
                     "LEFT JOIN trials t ON t.study_id = s.study_id GROUP BY s.study_id, s.study_name "
                     "ORDER BY s.study_id")).all()
                 attrs = {study_id: _study_attrs(connection, study_id) for study_id, *_ in found}
+                counts, workers = _state_counts(connection), _running_workers(connection)
         except UserError as error:
             rows.append({"study": None, "storage": safe_url(url), "url": url, "error": str(error)})
             continue
@@ -147,11 +181,15 @@ def list_studies(storage: str | None = None) -> list[dict]:
             if not isinstance(settings, dict):
                 continue  # not an EAS study, or still being set up
             begun = _timestamp(started)
+            run, problem = Run.from_attrs(attrs[study_id])
+            counted = sum((counts.get(study_id) or {}).get(state, 0) for state in COUNTED)
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
                 "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
                 "storage": safe_url(url), "url": url, "error": None,
+                "counts": counts.get(study_id) or dict.fromkeys(STATES, 0),
+                "queue": QueuedStudy(study_id, name, run, problem, counted, frozenset(workers.get(study_id, ()))),
             })
     return rows
 

@@ -96,6 +96,16 @@ def valid_rungs(rungs) -> bool:
     return True
 
 
+def state_of(optuna_state: str, status, violated: bool) -> str:
+    """A trial's EAS state from Optuna's state and the status EAS stored."""
+    state = OPTUNA_STATES.get(optuna_state, "failed")
+    if state == "complete" and (violated or status == "infeasible"):
+        return "infeasible"
+    if state == "pruned" and status == "stopped":
+        return "stopped"
+    return state
+
+
 def make_record(trial_id: int, number: int, optuna_state: str, started: float | None, finished: float | None,
                 attrs: dict, constraints: dict, task: tuple | None) -> TrialRecord:
     """One stored trial -> TrialRecord, flagged "broken" when it cannot be trusted."""
@@ -104,13 +114,8 @@ def make_record(trial_id: int, number: int, optuna_state: str, started: float | 
         genome = attrs.get(schema.GENOME)
         return TrialRecord(number=number, state="broken", genome=genome if isinstance(genome, str) else None,
                            started=started, finished=finished, reason=problem, trial_id=trial_id)
-    state = OPTUNA_STATES.get(optuna_state, "failed")
+    state = state_of(optuna_state, attrs.get(schema.STATUS), violated=any(v > 0 for v in constraints.values()))
     metrics = attrs.get(schema.METRICS) or {}
-    violated = any(v > 0 for v in constraints.values())
-    if state == "complete" and (violated or attrs.get(schema.STATUS) == "infeasible"):
-        state = "infeasible"
-    if state == "pruned" and attrs.get(schema.STATUS) == "stopped":
-        state = "stopped"
     other = {k: v for k, v in attrs.items() if k not in (schema.GENOME, schema.METRICS, schema.REASON)}
     return TrialRecord(number=number, state=state, genome=attrs.get(schema.GENOME), metrics=metrics,
                        started=started, finished=finished,

@@ -21,6 +21,11 @@ REFERENCE = "eas.reference_point"
 CREATED_BY = "eas.created_by"
 SCHEMA = "eas.schema"
 VERIFICATION = "eas.verification"  # results of `eas verify`, newest last
+# The worker pool (eas.study.queue): one attribute per kind of writer.
+RUN_BUDGET = "eas.run.budget"        # {"seconds", "trials", "priority"}: eas search / eas resume
+RUN_STARTED = "eas.run.started"      # POSIX time of the first start: the first worker
+RUN_STOPPED = "eas.run.stopped_at"   # POSIX time of `eas stop`; null when running or resumed
+RUN_KEYS = (RUN_BUDGET, RUN_STARTED, RUN_STOPPED)
 
 # Trial user attributes.
 GENOME = "genome"            # the genome string as sampled

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from eas.explorer import FILTER_METRICS, filtered_front, markdown_text, objective_label
+from eas.explorer import FILTER_METRICS, filtered_front, front_of, markdown_text, objective_label
 from eas.figures import metric, parallel_figure, pareto_figure
 from eas.report import knee
 from eas.summary import PARETO_HEADERS, pareto_rows
@@ -39,7 +39,7 @@ with right:
     figure = pareto_figure(rows, x, y, None if size == "(none)" else size, z)
     st.plotly_chart(figure, width="stretch", key="pareto_chart")
 
-front = filtered_front(study.records, objectives, limits)
+front = filtered_front(front_of(study.records, rows, objectives), limits)
 suggested = knee(front, objectives)
 if suggested is not None:
     m = suggested.metrics

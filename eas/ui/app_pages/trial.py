@@ -8,7 +8,6 @@ from eas.explorer import markdown_text, rung_rows
 from eas.export import arch_document, standalone_source
 from eas.genome import Arch
 from eas.lineage import descendants, lineage_rows
-from eas.report import knee, pareto_front
 from eas.ui.common import selected_study
 
 loaded = selected_study()
@@ -18,7 +17,7 @@ study, rows = loaded
 st.title(f"Trials — {markdown_text(study.name)}")
 by_number = {r.number: r for r in study.records}
 complete = [r.number for r in study.records if r.state in ("complete", "infeasible", "stopped")]
-suggested = knee(pareto_front(study.records, study.objectives), study.objectives)
+suggested = next((by_number[row["trial"]] for row in rows if row["knee"]), None)
 broken = [r for r in study.records if r.state == "broken"]
 if broken:
     with st.expander(f"{len(broken)} malformed trial(s), left out of every view"):
