@@ -126,9 +126,9 @@ def test_cli_readers_on_a_hostile_study(tmp_path):
           reason="\x1b[2J\x1b[31mowned ![i](http://host/track.png)")
     env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
     shown = run_eas("show", "h", env=env, cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    listed = run_eas("studies", env=env, cwd=tmp_path)
-    assert listed.returncode == 0 and "broken" in listed.stdout
+    assert shown.returncode == 0 and "1 broken" in shown.stdout, shown.stderr
+    listed = run_eas("studies", env=env, cwd=tmp_path)  # counts by SQL: it does not validate every trial
+    assert listed.returncode == 0 and "h " in listed.stdout, listed.stderr
     one = run_eas("show", "h", "--trial", "9", env=env, cwd=tmp_path)
     assert one.returncode == 0 and "\x1b" not in one.stdout and "\\u001b" in one.stdout
     as_json = json.loads(run_eas("show", "h", "--json", env=env, cwd=tmp_path).stdout)
