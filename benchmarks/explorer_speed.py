@@ -1,72 +1,47 @@
-"""Explorer speed on a study of 10,000 trials: load, Pareto computation, chart, page run.
+"""Reads of a study of 10,000 trials: `eas show` (text and --json, each a fresh process), the
+explorer's pages on their first run in a fresh process (load included) and cached, and the
+pieces (load, trial rows + Pareto set + knee, figure). Goal: every first load under 2 s.
+Baselines in the same run: Optuna's own `load_study(...).get_trials()` of the same study, and a
+brute-force O(n^2) Pareto mask on the same points.
 
-Writes a synthetic EAS study (random genomes' costs, accuracies on a noisy trade-off curve)
-into a temporary SQLite file, then times the pieces cold and the Pareto page run cold and
-cached (AppTest, same process). Goal: cached page < 2 s. Baseline in the same run: a
-brute-force O(n^2) Pareto mask on the same points, the approach that made dashboards slow.
+The study (benchmarks/synthetic_study.py: Fashion-MNIST's tiny space, random genomes with their
+exact costs, noisy accuracies) is written once to --keep (about 4 minutes) and reused.
 
-    python benchmarks/explorer_speed.py [--trials 10000]
+    python benchmarks/explorer_speed.py [--trials 10000] [--keep /tmp/explorer-10k.db]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import tempfile
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import optuna
-from optuna.distributions import CategoricalDistribution
-from sqlalchemy import event
 
-from eas.explorer import trial_rows
-from eas.figures import pareto_figure
-from eas.report import minimised, pareto_mask
-from eas.space import load_space
-from eas.study import schema
-from eas.study.reader import load_study
-from eas.study.schema import SearchSettings
-from eas.units import table
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic_study import settings_for, write_study  # noqa: E402
+
+from eas.explorer import trial_rows  # noqa: E402
+from eas.figures import pareto_figure  # noqa: E402
+from eas.report import minimised, pareto_mask  # noqa: E402
+from eas.study.reader import load_study  # noqa: E402
+from eas.units import table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def write_study(url: str, n: int) -> None:
-    storage = optuna.storages.RDBStorage(url)
-
-    @event.listens_for(storage.engine, "connect")
-    def fast(connection, _):  # a throwaway file: durability does not matter here
-        connection.execute("PRAGMA synchronous=OFF")
-        connection.execute("PRAGMA journal_mode=MEMORY")
-
-    storage.engine.dispose()
-    space = load_space("tiny", (1, 28, 28))
-    objectives = ("accuracy", "macs", "params", "energy")
-    study = optuna.create_study(study_name="big", storage=storage, directions=["maximize"] + ["minimize"] * 3)
-    settings = SearchSettings(space_name="tiny", space=space.definition, data="fashion-mnist", objectives=objectives,
-                              constraints={}, fidelity={"epochs": 1.0}, input_shape=(1, 28, 28), num_classes=10)
-    study.set_user_attr(schema.REFERENCE, {"macs": 2.5e6, "params": 5e4, "energy": 1.0})
-    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
-    study.set_user_attr(schema.SETTINGS, settings.to_dict())
-    rng = np.random.default_rng(0)
-    params = space.parameters()
-    distributions = {k: CategoricalDistribution(v) for k, v in params.items()}
-    trials = []
-    for _ in range(n):
-        chosen = {k: v[rng.integers(len(v))] for k, v in params.items()}
-        genome = space.arch_from_params(chosen).encode()
-        macs = float(rng.uniform(2e5, 2.4e6))
-        accuracy = float(np.clip(0.6 + 0.3 * np.log10(macs / 2e5) + rng.normal(0, 0.03), 0, 1))
-        metrics = {"status": "ok", "accuracy": accuracy, "macs": macs, "params": macs / 40,
-                   "inference_energy_j_per_1k": macs / 3e6, "latency_ms": macs / 1e6,
-                   "energy_source": "estimated", "genome": genome}
-        values = [accuracy, macs, macs / 40, macs / 3e6]
-        trials.append(optuna.trial.create_trial(params=chosen, distributions=distributions, values=values,
-                                                user_attrs={"genome": genome, "metrics": metrics,
-                                                            "status": "ok"}))
-    study.add_trials(trials)
+PAGE = """
+import os, sys, time
+from streamlit.testing.v1 import AppTest
+app = AppTest.from_file(sys.argv[1], default_timeout=300)
+started = time.perf_counter(); app.run(); landing = time.perf_counter() - started
+app.switch_page(sys.argv[2])
+started = time.perf_counter(); app.run(); first = time.perf_counter() - started
+started = time.perf_counter(); app.run(); cached = time.perf_counter() - started
+assert not app.exception, [e.value for e in app.exception]
+print(landing, first, cached)
+"""
 
 
 def timed(fn, *args, **kwargs):
@@ -75,44 +50,58 @@ def timed(fn, *args, **kwargs):
     return result, time.perf_counter() - started
 
 
+def fresh_process(*args: str, env: dict | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True,
+                          env={**os.environ, **(env or {})})
+    return time.perf_counter() - started, done.stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--keep", type=Path, default=Path("/tmp/explorer-10k.db"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'big.db'}"
-        _, write_s = timed(write_study, url, args.trials)
-        study, load_s = timed(load_study, url, "big")
-        rows, rows_s = timed(trial_rows, study.records, study.objectives)
-        _, figure_s = timed(pareto_figure, rows, "macs", "accuracy")
-        points = minimised(study.records, study.objectives)
-        _, mask_s = timed(pareto_mask, points)
-        sample = points[:2000]
-        _, brute_s = timed(lambda p: [not any((p[j] <= p[i]).all() and (p[j] < p[i]).any()
-                                              for j in range(len(p)) if j != i) for i in range(len(p))], sample)
+    url = f"sqlite:///{args.keep.resolve()}"
+    if not args.keep.exists():
+        space, settings = settings_for("tiny", "fashion-mnist", (1, 28, 28), 10, None, {"epochs": 1.0})
+        write_study(url, "big", args.trials, space, settings)
+    study, load_s = timed(load_study, url, "big")
+    rows, rows_s = timed(trial_rows, study.records, study.objectives)
+    _, figure_s = timed(pareto_figure, rows, "macs", "accuracy")
+    points = minimised(study.records, study.objectives)
+    _, mask_s = timed(pareto_mask, points)
+    sample = points[:2000]
+    _, brute_s = timed(lambda p: [not any((p[j] <= p[i]).all() and (p[j] < p[i]).any()
+                                          for j in range(len(p)) if j != i) for i in range(len(p))], sample)
+    _, optuna_s = timed(lambda: optuna.load_study(study_name="big", storage=url).get_trials())
+    env = {"EAS_UI_STORAGE": url}
+    show_s, _ = fresh_process("-m", "eas", "show", "big", "--storage", url, env=env)
+    show_json_s, _ = fresh_process("-m", "eas", "show", "big", "--storage", url, "--json", env=env)
+    pages = {}
+    for page in ("pareto", "progress", "trial"):
+        _, out = fresh_process("-c", PAGE, str(ROOT / "eas" / "ui" / "app.py"), f"app_pages/{page}.py", env=env)
+        pages[page] = [float(v) for v in out.split()]
 
-        from streamlit.testing.v1 import AppTest
-
-        os.environ["EAS_UI_STORAGE"] = url
-        app = AppTest.from_file(str(ROOT / "eas" / "ui" / "app.py"), default_timeout=300)
-        app.run()
-        app.switch_page("app_pages/pareto.py")
-        _, cold_s = timed(app.run)
-        _, warm_s = timed(app.run)
-        assert not app.exception, [e.value for e in app.exception]
-
-    n = args.trials
-    print(f"\nstudy of {n:,} trials ({write_s:.0f} s to write it)\n")
+    n = len(study.records)
+    print(f"\nstudy of {n:,} trials (SQLite)\n")
     print(table([
-        ["load trials (read-only SQL on Optuna's tables)", f"{load_s:.2f}", ""],
-        ["trial rows + Pareto set + knee", f"{rows_s:.2f}", ""],
-        ["Pareto scatter figure", f"{figure_s:.2f}", ""],
-        [f"Pareto mask, {n:,} points (eas.report)", f"{mask_s:.3f}", "1.00x"],
-        ["brute-force O(n^2) mask, 2,000 points (baseline)", f"{brute_s:.3f}",
-         f"~{brute_s * (n / 2000) ** 2 / mask_s:.0f}x slower at {n:,} (n^2 extrapolated)"],
-        ["Pareto page, first run (loads, computes)", f"{cold_s:.2f}", ""],
-        ["Pareto page, cached", f"{warm_s:.2f}", "goal < 2 s"],
-    ], ["step", "seconds", "note"]))
+        ["Optuna: load_study().get_trials() (baseline)", f"{optuna_s:.2f}", "1.00x"],
+        ["eas show (fresh process, all of it)", f"{show_s:.2f}", f"{show_s / optuna_s:.2f}x"],
+        ["eas show --json (fresh process, every trial)", f"{show_json_s:.2f}", f"{show_json_s / optuna_s:.2f}x"],
+        ["explorer: Studies page, first run", f"{pages['pareto'][0]:.2f}", f"{pages['pareto'][0] / optuna_s:.2f}x"],
+        *[[f"explorer: {page} page, first run (loads the study)", f"{values[1]:.2f}", f"{values[1] / optuna_s:.2f}x"]
+          for page, values in pages.items()],
+        *[[f"explorer: {page} page, cached", f"{values[2]:.2f}", f"{values[2] / optuna_s:.2f}x"]
+          for page, values in pages.items()],
+        ["  load trials (read-only SQL, validated)", f"{load_s:.2f}", ""],
+        ["  trial rows + Pareto set with ties + knee", f"{rows_s:.2f}", ""],
+        ["  Pareto scatter figure", f"{figure_s:.2f}", ""],
+        [f"  Pareto mask, {n:,} points", f"{mask_s:.3f}", ""],
+        [f"  brute-force O(n^2) mask, 2,000 points (~{brute_s * (n / 2000) ** 2:.0f} s at {n:,})",
+         f"{brute_s:.3f}", ""],
+    ], ["read", "seconds", "vs Optuna's read"]))
+    print("\ngoal: eas show and every first page run under 2 s")
 
 
 if __name__ == "__main__":

@@ -83,8 +83,11 @@ class LiveStudy:
     def known(self, key: str) -> TrialRecord | None:
         return self.evaluated.get(key)
 
-    def results_at(self, rung: int, excluding: int | None = None) -> list[dict]:
-        return [r for number, r in self.rung_results.get(rung, {}).items() if number != excluding]
+    def results_at(self, rung: int, excluding: int | None = None, last: int | None = None) -> list[dict]:
+        """Results stored at `rung`, oldest first; with `last`, only that many of the most recent."""
+        results = self.rung_results.get(rung, {})
+        numbers = [n for n in sorted(results) if n != excluding]
+        return [results[n] for n in (numbers[-last:] if last else numbers)]
 
 
 def _number(value) -> float:

@@ -76,9 +76,24 @@ class Pool:
                                        Snapshots(_engine_of(study), name))
         return self.served[name]
 
+    def _queue(self, list_studies, tries: int = 5) -> list:
+        """The queue entries of the storage; a read that fails (a dropped connection) is retried
+        before it becomes an error, so a blip of the server does not end the worker."""
+        for attempt in range(tries):
+            rows = list_studies(self.url)
+            errors = [row["error"] for row in rows if row["error"]]
+            if not errors:
+                return [row["queue"] for row in rows if row["study"]]
+            if attempt < tries - 1:
+                self.echo(f"eas: warning: reading the queue failed, retrying: {errors[0]}")
+                time.sleep(2.0 * (attempt + 1))
+        raise UserError(errors[0])
+
     def run(self, budget=None, wait: bool = False) -> PoolSummary:
         """Serve trials until nothing is left (or, with `wait`, forever), this worker's own
         `budget` is spent, or Ctrl-C."""
+        from sqlalchemy.exc import DBAPIError
+
         from eas.progress import status_text
         from eas.search import Budget, run_search
         from eas.study import schema
@@ -95,8 +110,8 @@ class Pool:
             if budget and budget.trials and sum(summary.trials.values()) >= budget.trials:
                 summary.stopped = "trials"
                 return summary
+            queue = self._queue(list_studies)
             now = time.time()
-            queue = [row["queue"] for row in list_studies(self.url) if row["study"]]
             choice = pick(queue, now, skip=frozenset(summary.skipped))
             if choice is None:
                 if not wait:
@@ -113,9 +128,16 @@ class Pool:
             if choice.run.started is None:
                 self.storage.set_study_user_attr(choice.study_id, schema.RUN_STARTED, now)
             limits = [s for s in (choice.run.remaining_seconds(now), own_left) if s is not None]
-            done = run_search(served.study, served.settings, served.space, served.task, served.live,
-                              Budget(seconds=min(limits) if limits else None, trials=1), self.trial_timeout,
-                              self.seed, snapshots=served.snapshots, sampler=served.sampler)
+            try:
+                done = run_search(served.study, served.settings, served.space, served.task, served.live,
+                                  Budget(seconds=min(limits) if limits else None, trials=1), self.trial_timeout,
+                                  self.seed, snapshots=served.snapshots, sampler=served.sampler)
+            except DBAPIError as error:  # the server dropped this connection: its trial is retried by
+                # heartbeat like a dead worker's, and the pool reconnects (pool_pre_ping)
+                self.echo(f"eas: warning: storage error in study {choice.name!r}, going on: "
+                          f"{str(error.orig or error).splitlines()[0][:200]}")
+                time.sleep(1.0)
+                continue
             summary.trials[choice.name] = summary.trials.get(choice.name, 0) + done.trials
             if done.stopped == "interrupted":
                 summary.stopped = "interrupted"

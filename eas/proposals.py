@@ -102,15 +102,17 @@ class EvolutionSampler(BaseSampler):
         every proposal it refuses. Parameters are read once per candidate, for the recent ones
         only: the storage work per trial does not grow with the study."""
         if self._ranked_for != trial.number:
-            places = standings(self.live.rung_results, self.live.objectives, self.live.reference)
+            candidates = sorted(set().union(*self.live.rung_results.values()))
+            places = standings(self.live.rung_results, self.live.objectives, self.live.reference,
+                               only=set(candidates[-self.population:]))
             recent = []
-            for number in sorted(places)[-self.population:]:
+            for number in sorted(places):
                 if number not in self._params:
                     record = self.live.reader.records.get(number)
                     self._params[number] = self.live.reader.params(record) if record is not None else {}
                 if set(self._params[number]) >= set(self.distributions):
                     recent.append((number, places[number], self._params[number]))
-            self._ranked_for, self._ranked_cache = trial.number, (len(places), recent)
+            self._ranked_for, self._ranked_cache = trial.number, (len(candidates), recent)
         return self._ranked_cache
 
     def sample_relative(self, study, trial, search_space) -> dict:

@@ -24,6 +24,10 @@ from eas.errors import UserError
 # 85%) and its BatchNorm statistics recalibrated on fewer images: there the result only ranks it
 # among the others, and the time goes to training instead (the top rung uses everything).
 LOW_RUNG_VAL_IMAGES = 500
+# A result is ranked among the most recent results at its rung, at most this many: the same as
+# "all of them" until a rung holds that many, and a cost per decision that stops growing with
+# the study after that (ranking n results costs about n x front size hypervolume terms).
+RANKING_WINDOW = 500
 LOW_RUNG_RECALIBRATION = 256
 
 
@@ -128,10 +132,10 @@ def rung_points(results: list[dict], objectives: tuple[str, ...], reference: dic
 
 def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, ...],
               reference: dict[str, float], only: set[int] | None = None) -> dict[int, tuple[int, float]]:
-    """Trial number -> (highest rung it reached, the share of that rung's results it ranks ahead
-    of now), for every trial with a rung result or `only` those. Ranked now, not at the trial's
-    own decision: the first result at a rung ranked first of one, and would otherwise keep that
-    standing however many better ones came after it."""
+    """Trial number -> (highest rung it reached, the share of that rung's recent results (see
+    RANKING_WINDOW) it ranks ahead of now), for every trial with a rung result, or `only` those.
+    Ranked now, not at the trial's own decision: the first result at a rung ranked first of one,
+    and would otherwise keep that standing however many better ones came after it."""
     highest: dict[int, int] = {}
     for rung in sorted(rung_results):
         highest.update(dict.fromkeys(rung_results[rung], rung))
@@ -140,7 +144,8 @@ def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, .
         numbers = [number for number in results if highest[number] == rung and (only is None or number in only)]
         if not numbers:
             continue
-        everyone = list(results)
+        everyone = sorted(results)[-RANKING_WINDOW:]
+        everyone += [number for number in numbers if number not in set(everyone)]
         points = rung_points([results[number] for number in everyone], objectives, reference)
         row = {number: index for index, number in enumerate(everyone)}
         place = positions(points, [row[number] for number in numbers])

@@ -330,11 +330,12 @@ class TrialRunner:
         return candidate.result("ok", violations=violations, validation=validation)
 
     def _decide(self, number: int, rung: int, record: dict):
-        """Rank this rung result among every result stored at the rung so far."""
-        from eas.rungs import decide, rung_points
+        """Rank this rung result among the results stored at the rung so far (the most recent
+        RANKING_WINDOW of them)."""
+        from eas.rungs import RANKING_WINDOW, decide, rung_points
 
         self.live.refresh()
-        results = [*self.live.results_at(rung, excluding=number), record]
+        results = [*self.live.results_at(rung, excluding=number, last=RANKING_WINDOW - 1), record]
         points = rung_points(results, self.settings.objectives, self.live.reference)
         return decide(points, len(results) - 1, self.ladder.eta)
 

@@ -245,7 +245,7 @@ def search_command(
         budget_words = budget_text(run, entry.counted, time.time())
         if as_json:
             emit_json({"study": name, "state": "queued", "budget": budget_words, "priority": priority})
-        else:
+        elif not quiet:
             typer.echo(f"{verb} study {name!r} in {safe_url(url)} ({budget_words}, priority {priority}): "
                        f"start workers with `eas worker --storage URL`")
         return

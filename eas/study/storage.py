@@ -118,7 +118,10 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine_kwargs = {"connect_args": {"timeout": 60}} if path is not None else {"pool_pre_ping": True}
+    # A server's connections are shared by every worker: each holds at most 4 for writing
+    # (the trial in hand and its heartbeat use 2) and 4 for reading (reader.py).
+    engine_kwargs = {"connect_args": {"timeout": 60}} if path is not None else {
+        "pool_pre_ping": True, "pool_size": 2, "max_overflow": 2}
     extra = {}
     if heartbeat:
         extra = dict(heartbeat_interval=heartbeat, grace_period=3 * heartbeat,

@@ -1,7 +1,10 @@
+import time
+
 import streamlit as st
 
 from eas.errors import UserError
 from eas.explorer import markdown_text
+from eas.summary import study_rows
 from eas.ui.common import cached_studies, storage
 
 st.title("Studies")
@@ -17,8 +20,10 @@ studies = [r for r in rows if r["study"]]
 if not studies:
     st.info("No EAS studies found. Run `eas search --space tiny --data digits --budget 1m` first.")
     st.stop()
-columns = ["study", "space", "data", "trials", "objectives", "started", "storage"]
-st.dataframe([{k: r[k] for k in columns} for r in studies], hide_index=True, width="stretch")
+columns = ["study", "space", "data", "state", "budget", "trials", "complete", "stopped", "infeasible", "failed",
+           "objectives", "started", "storage"]
+st.dataframe([{k: r[k] for k in columns} for r in study_rows(studies, time.time())], hide_index=True,
+             width="stretch")
 labels = [f"{r['study']}  ({r['storage']})" for r in studies]
 current = st.session_state.get("study")
 index = next((i for i, r in enumerate(studies) if (r["url"], r["study"]) == current), 0)
