@@ -39,6 +39,38 @@ def test_ranking_is_by_front_then_by_hypervolume_contribution():
     assert not decide(points, 3, 3).go_on and decide(points, 3, 3).position == 2
 
 
+def test_hypervolume_contributions_are_what_removing_each_point_costs():
+    from eas.report import hypervolume_of_points
+    from eas.rungs import hypervolume_contributions
+
+    rng = np.random.default_rng(5)
+    for size in (1, 2, 9, 25):
+        points = np.clip(rng.random((size, 3)) * 1.1, None, 1.0)
+        points[0] = points[-1]  # a duplicate adds nothing
+        total = hypervolume_of_points(points)
+        removed = [total - hypervolume_of_points(np.delete(points, i, axis=0)) for i in range(size)]
+        assert hypervolume_contributions(points) == pytest.approx(removed, abs=1e-12)
+
+
+def test_ranking_only_some_rows_gives_their_places_in_the_full_order():
+    from eas.rungs import positions
+
+    rng = np.random.default_rng(6)
+    points = rng.random((60, 3))
+    full = {int(row): place for place, row in enumerate(order(points))}
+    assert positions(points, [3, 17, 59]) == {3: full[3], 17: full[17], 59: full[59]}
+
+
+def test_standings_rank_among_the_most_recent_results_of_a_rung(monkeypatch):
+    import eas.rungs
+
+    monkeypatch.setattr(eas.rungs, "RANKING_WINDOW", 3)
+    rung = {number: {"accuracy": accuracy, "macs": 1e6} for number, accuracy in enumerate([0.99, 0.5, 0.6, 0.7])}
+    places = standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={3})
+    assert places == {3: (0, 1.0)}  # best of the last three: trial 0's 0.99 is outside the window
+    assert standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={0})[0] == (0, 1.0)
+
+
 def test_the_first_result_at_a_rung_trains_on():
     assert decide(np.array([[0.5, 0.5]]), 0, 3).go_on
 
