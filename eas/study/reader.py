@@ -182,14 +182,15 @@ def list_studies(storage: str | None = None) -> list[dict]:
                 continue  # not an EAS study, or still being set up
             begun = _timestamp(started)
             run, problem = Run.from_attrs(attrs[study_id])
-            counted = sum((counts.get(study_id) or {}).get(state, 0) for state in COUNTED)
+            by_state = counts.get(study_id) or dict.fromkeys(STATES, 0)
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
                 "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
                 "storage": safe_url(url), "url": url, "error": None,
-                "counts": counts.get(study_id) or dict.fromkeys(STATES, 0),
-                "queue": QueuedStudy(study_id, name, run, problem, counted, frozenset(workers.get(study_id, ()))),
+                "counts": by_state,
+                "queue": QueuedStudy(study_id, name, run, problem, sum(by_state[s] for s in COUNTED),
+                                     frozenset(workers.get(study_id, ()))),
             })
     return rows
 
