@@ -76,18 +76,18 @@ class Pool:
                                        Snapshots(_engine_of(study), name))
         return self.served[name]
 
-    def _queue(self, list_studies, tries: int = 5) -> list:
+    def _queue(self, tries: int = 5) -> list:
         """The queue entries of the storage; a read that fails (a dropped connection) is retried
         before it becomes an error, so a blip of the server does not end the worker."""
-        for attempt in range(tries):
-            rows = list_studies(self.url)
-            errors = [row["error"] for row in rows if row["error"]]
-            if not errors:
-                return [row["queue"] for row in rows if row["study"]]
-            if attempt < tries - 1:
-                self.echo(f"eas: warning: reading the queue failed, retrying: {errors[0]}")
-                time.sleep(2.0 * (attempt + 1))
-        raise UserError(errors[0])
+        from eas.study.reader import queue_entries
+
+        for attempt in range(1, tries):
+            try:
+                return queue_entries(self.url)
+            except UserError as error:
+                self.echo(f"eas: warning: reading the queue failed, retrying: {error}")
+                time.sleep(2.0 * attempt)
+        return queue_entries(self.url)
 
     def run(self, budget=None, wait: bool = False) -> PoolSummary:
         """Serve trials until nothing is left (or, with `wait`, forever), this worker's own
@@ -98,8 +98,6 @@ class Pool:
         from eas.search import Budget, run_search
         from eas.study import schema
         from eas.study.queue import pick
-        from eas.study.reader import list_studies
-
         summary = PoolSummary()
         began = time.monotonic()
         while True:
@@ -110,7 +108,7 @@ class Pool:
             if budget and budget.trials and sum(summary.trials.values()) >= budget.trials:
                 summary.stopped = "trials"
                 return summary
-            queue = self._queue(list_studies)
+            queue = self._queue()
             now = time.time()
             choice = pick(queue, now, skip=frozenset(summary.skipped))
             if choice is None:

@@ -3,6 +3,7 @@ worker serves, and stored attributes that anyone could have written."""
 
 import pytest
 
+from eas.errors import UserError
 from eas.study import schema
 from eas.study.queue import QueuedStudy, Run, budget_text, pick, state_of
 
@@ -78,3 +79,30 @@ def test_a_valid_stored_budget_reads_back():
                                    schema.RUN_STARTED: NOW, schema.RUN_STOPPED: None})
     assert problem is None and run == Run(60.0, None, 2, NOW, None)
     assert Run.from_attrs({schema.RUN_BUDGET: run.budget_value()})[0] == Run(60.0, None, 2)
+
+
+def test_the_pools_narrow_read_agrees_with_the_full_listing(tmp_path):
+    """queue_entries (what a pool worker reads before every trial) gives the same entries as
+    list_studies, with budgets anyone could have written, and leaves out non-EAS studies."""
+    import optuna
+
+    from eas.study.queue import entry_of, save
+    from eas.study.reader import list_studies, queue_entries
+    from tests.study_factory import make_study
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    queued, broken = make_study(url, "queued", trials=3), make_study(url, "broken", trials=2)
+    make_study(url, "plain", trials=1)
+    save(queued._storage, queued._study_id, Run(600.0, 10, 3, started=NOW))
+    broken.set_user_attr(schema.RUN_BUDGET, {"seconds": "soon"})
+    optuna.create_study(study_name="not-eas", storage=url)
+
+    entries = queue_entries(url)
+    assert entries == [row["queue"] for row in list_studies(url) if row["study"]]
+    assert {e.name: (e.run, e.problem, e.counted) for e in entries} == {
+        "queued": (Run(600.0, 10, 3, NOW), None, 3),
+        "broken": (None, "malformed budget seconds", 2),
+        "plain": (None, "no pool budget", 1)}
+    assert entry_of(url, "queued") == entries[0]
+    with pytest.raises(UserError, match="not an EAS study"):
+        entry_of(url, "not-eas")

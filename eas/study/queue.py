@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from eas.errors import UserError
 from eas.study import schema
 
 # The states `eas studies` shows. "unqueued": no pool budget (a study of an older EAS, or
@@ -145,10 +146,14 @@ def pick(studies: list[QueuedStudy], now: float, skip: frozenset[str] = frozense
 
 def entry_of(url: str, name: str) -> QueuedStudy:
     """The study's queue entry, read-only; a missing study is a clear error."""
-    from eas.study.reader import StudyReader, list_studies
+    from eas.study.reader import StudyReader, queue_entries
 
-    StudyReader(url, name)  # says which studies exist when this one does not
-    return next(row["queue"] for row in list_studies(url) if row["study"] == name)
+    for _ in range(2):  # once more if the study was created between the two reads
+        for entry in queue_entries(url):
+            if entry.name == name:
+                return entry
+        StudyReader(url, name)  # says which studies exist, or that this one is not an EAS study
+    raise UserError(f"study {name!r} is still being created; try again")
 
 
 def save(storage, study_id: int, run: Run) -> None:

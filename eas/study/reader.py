@@ -153,13 +153,43 @@ def _running_workers(connection) -> dict[int, set[str]]:
     return workers
 
 
+def _queued(study_id: int, name: str, attrs: dict, counts: dict, workers: dict):
+    from eas.study.queue import COUNTED, QueuedStudy, Run
+    from eas.study.records import STATES
+
+    run, problem = Run.from_attrs(attrs)
+    by_state = counts.get(study_id) or dict.fromkeys(STATES, 0)
+    return QueuedStudy(study_id, name, run, problem, sum(by_state[s] for s in COUNTED),
+                       frozenset(workers.get(study_id, ())))
+
+
+def queue_entries(url: str) -> list:
+    """The pool's view of one storage: a QueuedStudy per EAS study, from the run attributes, the
+    trial counts and the running workers only (not the settings), in four queries whatever the
+    number of studies and trials: what a pool worker reads before every trial."""
+    from sqlalchemy import bindparam, text
+
+    with reading(url) as connection:
+        _check_tables(connection, url)
+        found = connection.execute(text(
+            "SELECT s.study_id, s.study_name FROM studies s WHERE EXISTS (SELECT 1 FROM study_user_attributes a "
+            "WHERE a.study_id = s.study_id AND a.key = :k) ORDER BY s.study_id"), {"k": schema.SETTINGS}).all()
+        attrs: dict[int, dict] = {study_id: {} for study_id, _ in found}
+        for study_id, key, value in connection.execute(text(
+                "SELECT study_id, key, value_json FROM study_user_attributes WHERE key IN :keys").bindparams(
+                bindparam("keys", expanding=True)), {"keys": list(schema.RUN_KEYS)}):
+            if study_id in attrs:
+                attrs[study_id][key] = _json(value)
+        counts, workers = _state_counts(connection), _running_workers(connection)
+    return [_queued(study_id, name, attrs[study_id], counts, workers) for study_id, name in found]
+
+
 def list_studies(storage: str | None = None) -> list[dict]:
     """One row per study of each storage: EAS studies with their settings, trial counts and pool
     state (eas.study.queue), others left out; a storage that cannot be read is one row with its
     error. A few queries per storage, whatever the number of trials."""
     from sqlalchemy import text
 
-    from eas.study.queue import COUNTED, QueuedStudy, Run
     from eas.study.records import STATES
 
     rows = []
@@ -181,16 +211,13 @@ def list_studies(storage: str | None = None) -> list[dict]:
             if not isinstance(settings, dict):
                 continue  # not an EAS study, or still being set up
             begun = _timestamp(started)
-            run, problem = Run.from_attrs(attrs[study_id])
-            by_state = counts.get(study_id) or dict.fromkeys(STATES, 0)
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
                 "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
                 "storage": safe_url(url), "url": url, "error": None,
-                "counts": by_state,
-                "queue": QueuedStudy(study_id, name, run, problem, sum(by_state[s] for s in COUNTED),
-                                     frozenset(workers.get(study_id, ()))),
+                "counts": counts.get(study_id) or dict.fromkeys(STATES, 0),
+                "queue": _queued(study_id, name, attrs[study_id], counts, workers),
             })
     return rows
 
