@@ -103,8 +103,11 @@ class EvolutionSampler(BaseSampler):
         only: the storage work per trial does not grow with the study."""
         if self._ranked_for != trial.number:
             candidates = sorted(set().union(*self.live.rung_results.values()))
+            # Parents are ranked among the rung's recent 4 x population results, not RANKING_WINDOW:
+            # a tournament needs a fair comparison of recent candidates, and with four objectives
+            # the hypervolume tie-breaks of 500 results take over half a second per trial.
             places = standings(self.live.rung_results, self.live.objectives, self.live.reference,
-                               only=set(candidates[-self.population:]))
+                               only=set(candidates[-self.population:]), window=4 * self.population)
             recent = []
             for number in sorted(places):
                 if number not in self._params:

@@ -131,11 +131,14 @@ def rung_points(results: list[dict], objectives: tuple[str, ...], reference: dic
 
 
 def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, ...],
-              reference: dict[str, float], only: set[int] | None = None) -> dict[int, tuple[int, float]]:
-    """Trial number -> (highest rung it reached, the share of that rung's recent results (see
-    RANKING_WINDOW) it ranks ahead of now), for every trial with a rung result, or `only` those.
-    Ranked now, not at the trial's own decision: the first result at a rung ranked first of one,
-    and would otherwise keep that standing however many better ones came after it."""
+              reference: dict[str, float], only: set[int] | None = None,
+              window: int | None = None) -> dict[int, tuple[int, float]]:
+    """Trial number -> (highest rung it reached, the share of that rung's most recent `window`
+    results (default RANKING_WINDOW) it ranks ahead of now), for every trial with a rung result,
+    or `only` those. Ranked now, not at the trial's own decision: the first result at a rung
+    ranked first of one, and would otherwise keep that standing however many better ones came
+    after it."""
+    window = window or RANKING_WINDOW
     highest: dict[int, int] = {}
     for rung in sorted(rung_results):
         highest.update(dict.fromkeys(rung_results[rung], rung))
@@ -144,7 +147,7 @@ def standings(rung_results: dict[int, dict[int, dict]], objectives: tuple[str, .
         numbers = [number for number in results if highest[number] == rung and (only is None or number in only)]
         if not numbers:
             continue
-        everyone = sorted(results)[-RANKING_WINDOW:]
+        everyone = sorted(results)[-window:]
         everyone += [number for number in numbers if number not in set(everyone)]
         points = rung_points([results[number] for number in everyone], objectives, reference)
         row = {number: index for index, number in enumerate(everyone)}

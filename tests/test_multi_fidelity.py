@@ -69,6 +69,9 @@ def test_standings_rank_among_the_most_recent_results_of_a_rung(monkeypatch):
     places = standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={3})
     assert places == {3: (0, 1.0)}  # best of the last three: trial 0's 0.99 is outside the window
     assert standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={0})[0] == (0, 1.0)
+    assert standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={2})[2] == (0, pytest.approx(2 / 3))
+    # The sampler's narrower window: trial 2 is ranked among trials 2 and 3 only.
+    assert standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={2}, window=2)[2] == (0, 0.5)
 
 
 def test_the_first_result_at_a_rung_trains_on():
