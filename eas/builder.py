@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from eas.blocks import Network
 from eas.bounds import check_buildable
-from eas.genome import Arch
-
-
-def arch_spec(arch: Arch) -> dict:
-    """The plain-dict description Network takes: {"stem": {...}, "stages": [...], "head": {...}}."""
-    return {"stem": asdict(arch.stem), "stages": [asdict(s) for s in arch.stages], "head": asdict(arch.head)}
+from eas.genome import Arch, arch_spec
 
 
 def build(arch: Arch | str, input_shape: tuple[int, int, int] = (3, 224, 224),

@@ -28,8 +28,7 @@ from eas.full_training import WEIGHTS, load_trained
 def derived_document(document: dict, genome: str, source: Path, method: dict, metrics: dict) -> dict:
     """arch.json of a compressed model: the parent's task and training, a new genome and spec,
     and where it came from."""
-    from eas.builder import arch_spec
-    from eas.genome import Arch
+    from eas.genome import Arch, arch_spec
 
     return {**document, "genome": genome, "spec": arch_spec(Arch.decode(genome)), "metrics": metrics,
             "derived_from": {"folder": str(Path(source).resolve()), "genome": document["genome"], **method},
@@ -63,8 +62,9 @@ def _test_arrays(task):
 
 def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force: bool = False) -> dict:
     """Quantise a trained export to int8; returns report.json (fp32 and int8 side by side)."""
+    from eas.arch_files import standalone_source
     from eas.energy import make_meter
-    from eas.export import export_onnx, standalone_source
+    from eas.export import export_onnx
     from eas.genome import Arch
     from eas.quantize import CALIBRATION_IMAGES, calibration_images, compare, measure_onnx, onnxruntime, quantize_onnx
 
@@ -113,10 +113,10 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
                    force: bool = False, show_progress: bool = True) -> dict:
     """Remove `ratio` of each stage's channels, inherit the weights, fine-tune with `plan`;
     returns report.json (before, right after pruning, after fine-tuning)."""
+    from eas.arch_files import standalone_source
     from eas.builder import build
     from eas.checkpoint import load_weights, save_weights
     from eas.energy import make_meter
-    from eas.export import standalone_source
     from eas.full_training import train_exported
     from eas.genome import Arch
     from eas.prune import inherit_weights, pruned_arch

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import pprint
 import shutil
 import sys
 import tempfile
@@ -22,46 +21,10 @@ from pathlib import Path
 
 import torch
 
-from eas import blocks
-from eas.builder import arch_spec
+from eas.arch_files import ARCH_FORMAT, arch_document, standalone_source
 from eas.cost import profile
 from eas.errors import UserError
 from eas.genome import Arch
-
-ARCH_FORMAT = "eas-arch/1"
-
-MODEL_FOOTER = '''
-
-# ---- the exported architecture -------------------------------------------------------------
-GENOME = {genome!r}
-ARCH = {spec}
-INPUT_SHAPE = {input_shape!r}  # (channels, height, width)
-NUM_CLASSES = {num_classes!r}
-
-
-def build_model(num_classes: int = NUM_CLASSES, in_channels: int = INPUT_SHAPE[0]) -> Network:
-    """The exported architecture, freshly initialised."""
-    return Network(ARCH["stem"], ARCH["stages"], ARCH["head"], in_channels, num_classes)
-
-
-if __name__ == "__main__":
-    model = build_model().eval()
-    print(GENOME)
-    print(f"parameters: {{sum(p.numel() for p in model.parameters()):,}}")
-    print("output shape:", tuple(model(torch.zeros(1, *INPUT_SHAPE)).shape))
-'''
-
-
-def standalone_source(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -> str:
-    header = (f'"""Standalone PyTorch model exported by EAS: needs only torch.\n\n'
-              f"    from model import build_model\n    model = build_model()\n\n"
-              f'Genome: {arch.encode()}\n"""\n')
-    body = Path(blocks.__file__).read_text()
-    body = body[body.index("from __future__"):]  # drop eas/blocks.py's own docstring
-    spec = pprint.pformat(arch_spec(arch), sort_dicts=False, width=110)  # Python literals, not JSON
-    footer = MODEL_FOOTER.format(genome=arch.encode(), spec=spec, input_shape=tuple(input_shape),
-                                 num_classes=num_classes)
-    return header + body + footer
 
 
 def load_standalone(path: Path):
@@ -164,36 +127,6 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
-
-
-def arch_document(record, settings: dict, study_name: str, checks: dict | None = None) -> dict:
-    """What arch.json holds; the explorer's download button uses it too."""
-    from eas.provenance import versions
-
-    stored = record.metrics
-    arch = Arch.decode(record.genome)
-    return {
-        "format": ARCH_FORMAT,
-        "genome": arch.encode(),
-        "space": settings.get("space_name"),
-        "task": {"data": settings.get("data"), "input_shape": list(settings["input_shape"]),
-                 "num_classes": int(settings["num_classes"])},
-        "spec": arch_spec(arch),
-        "training": searched_training(record, settings),
-        "metrics": {k: v for k, v in stored.items() if k != "versions"},
-        "energy_source": stored.get("energy_source"),
-        "provenance": {"study": study_name, "trial": record.number, "fidelity": stored.get("fidelity"),
-                       "versions": stored.get("versions"), "exported_by": versions()},
-        "checks": checks or {},
-    }
-
-
-def searched_training(record, settings: dict) -> dict:
-    """The training hyperparameters the search chose for this trial (from the space's `train:`
-    section); `eas train` uses them unless told otherwise. Empty when the space chose none."""
-    section = (settings.get("space") or {}).get("train") or {}
-    fidelity = record.metrics.get("fidelity") or {}
-    return {key: fidelity[key] for key in section if key in fidelity}
 
 
 def _export_pt2(model, example, path: Path) -> tuple[int, float]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from eas.errors import UserError
 
@@ -261,3 +261,7 @@ def _decode_part(text: str, kind: str) -> dict:
 def _field(token: str) -> str:
     return "act" if token == "act" else TOKEN_FIELDS.get(token, token)
 
+
+def arch_spec(arch: Arch) -> dict:
+    """The plain-dict description eas.blocks.Network takes: {"stem": {...}, "stages": [...], "head": {...}}."""
+    return {"stem": asdict(arch.stem), "stages": [asdict(s) for s in arch.stages], "head": asdict(arch.head)}

@@ -83,9 +83,13 @@ def test_trial_page_shows_layers_metrics_and_downloads(app):
     no_exception(app)
     assert len(app.get("download_button")) == 2
     tables = [t.value for t in app.dataframe]
-    assert any("MACs" in t.columns and "layer" in t.columns for t in tables)
+    assert not any("layer" in t.columns for t in tables)  # built (importing torch) only when asked
     metrics = next(t for t in tables if "metric" in t.columns)
     assert "(estimated)" in " ".join(metrics["value"])
+    next(t for t in app.toggle if t.label == "layer table").set_value(True).run()
+    no_exception(app)
+    layers = next(v for v in (t.value for t in app.dataframe) if "layer" in v.columns)
+    assert layers["MACs"].sum() > 0 and len(layers) >= 3
 
 
 def test_missing_and_corrupt_storage_give_a_message_not_a_trace(tmp_path, monkeypatch):

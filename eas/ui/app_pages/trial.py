@@ -3,9 +3,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from eas.arch_files import arch_document, standalone_source
 from eas.errors import UserError
 from eas.explorer import markdown_text, rung_rows
-from eas.export import arch_document, standalone_source
 from eas.genome import Arch
 from eas.lineage import descendants, lineage_rows
 from eas.ui.common import selected_study
@@ -84,7 +84,9 @@ for column, trial_number in zip(st.columns(len(chosen)), chosen, strict=True):
                                    f"trial{trial_number}-arch.json", "application/json", key=f"arch_{trial_number}")
                 st.download_button("model.py", standalone_source(Arch.decode(record.genome), *task),
                                    f"trial{trial_number}-model.py", "text/x-python", key=f"model_{trial_number}")
-            with st.expander("layer table"):
+            # A toggle, not an expander: Streamlit runs a collapsed expander's body, and building the
+            # model imports torch (seconds on a page's first load).
+            if st.toggle("layer table", key=f"layers_{trial_number}"):
                 st.dataframe(layer_table(record.genome, *task), hide_index=True, width="stretch")
         except UserError as error:
             st.error(markdown_text(error))
