@@ -78,12 +78,15 @@ class Pool:
 
     def _queue(self, tries: int = 5) -> list:
         """The queue entries of the storage; a read that fails (a dropped connection) is retried
-        before it becomes an error, so a blip of the server does not end the worker."""
-        from eas.study.reader import queue_entries
+        before it becomes an error, so a blip of the server does not end the worker. A storage
+        without EAS tables is an answer, not a blip: not retried."""
+        from eas.study.reader import NoSuchStudy, queue_entries
 
         for attempt in range(1, tries):
             try:
                 return queue_entries(self.url)
+            except NoSuchStudy:
+                raise
             except UserError as error:
                 self.echo(f"eas: warning: reading the queue failed, retrying: {error}")
                 time.sleep(2.0 * attempt)

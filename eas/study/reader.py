@@ -153,12 +153,16 @@ def _running_workers(connection) -> dict[int, set[str]]:
     return workers
 
 
-def _queued(study_id: int, name: str, attrs: dict, counts: dict, workers: dict):
-    from eas.study.queue import COUNTED, QueuedStudy, Run
+def _by_state(counts: dict, study_id: int) -> dict[str, int]:
     from eas.study.records import STATES
 
+    return counts.get(study_id) or dict.fromkeys(STATES, 0)
+
+
+def _queued(study_id: int, name: str, attrs: dict, by_state: dict[str, int], workers: dict):
+    from eas.study.queue import COUNTED, QueuedStudy, Run
+
     run, problem = Run.from_attrs(attrs)
-    by_state = counts.get(study_id) or dict.fromkeys(STATES, 0)
     return QueuedStudy(study_id, name, run, problem, sum(by_state[s] for s in COUNTED),
                        frozenset(workers.get(study_id, ())))
 
@@ -166,11 +170,11 @@ def _queued(study_id: int, name: str, attrs: dict, counts: dict, workers: dict):
 def queue_entries(url: str) -> list:
     """The pool's view of one storage: a QueuedStudy per EAS study, from the run attributes, the
     trial counts and the running workers only (not the settings), in four queries whatever the
-    number of studies and trials: what a pool worker reads before every trial."""
+    number of studies and trials: what a pool worker reads before every trial. (No table check
+    first: `reading` turns a missing table into NoSuchStudy.)"""
     from sqlalchemy import bindparam, text
 
     with reading(url) as connection:
-        _check_tables(connection, url)
         found = connection.execute(text(
             "SELECT s.study_id, s.study_name FROM studies s WHERE EXISTS (SELECT 1 FROM study_user_attributes a "
             "WHERE a.study_id = s.study_id AND a.key = :k) ORDER BY s.study_id"), {"k": schema.SETTINGS}).all()
@@ -181,7 +185,7 @@ def queue_entries(url: str) -> list:
             if study_id in attrs:
                 attrs[study_id][key] = _json(value)
         counts, workers = _state_counts(connection), _running_workers(connection)
-    return [_queued(study_id, name, attrs[study_id], counts, workers) for study_id, name in found]
+    return [_queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers) for study_id, name in found]
 
 
 def list_studies(storage: str | None = None) -> list[dict]:
@@ -190,7 +194,6 @@ def list_studies(storage: str | None = None) -> list[dict]:
     error. A few queries per storage, whatever the number of trials."""
     from sqlalchemy import text
 
-    from eas.study.records import STATES
 
     rows = []
     for url in storage_urls(storage):
@@ -216,8 +219,8 @@ def list_studies(storage: str | None = None) -> list[dict]:
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
                 "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
                 "storage": safe_url(url), "url": url, "error": None,
-                "counts": counts.get(study_id) or dict.fromkeys(STATES, 0),
-                "queue": _queued(study_id, name, attrs[study_id], counts, workers),
+                "counts": _by_state(counts, study_id),
+                "queue": _queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers),
             })
     return rows
 
