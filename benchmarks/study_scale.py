@@ -2,7 +2,7 @@
 already holds 100, 1,000 or 10,000 trials (issue: the cost must not grow with the study).
 
 For each size, a synthetic multi-fidelity study (benchmarks/synthetic_study.py, tiny space on
-digits, EAS's evolution sampler) is written to a temporary SQLite file; then a worker joins it
+digits, EAS's default sampler, TPE) is written to a temporary SQLite file; then a worker joins it
 (the one-time reads of the whole study, and a first trial, are timed apart) and runs real trials of a few optimiser
 steps. Per trial it times: the live view's refresh (duplicate-genome index, progress counts,
 front and hypervolume), the proposal (sampler + constraint guard + duplicate check), the rung

@@ -25,7 +25,7 @@ def settings_for(space_name: str, data: str, input_shape: tuple, num_classes: in
     space = load_space(space_name, input_shape)
     return space, SearchSettings(
         space_name=space_name, space=space.definition, data=data, objectives=OBJECTIVES, constraints={},
-        fidelity=fidelity, sampler="eas", warm_start=False, input_shape=input_shape, num_classes=num_classes,
+        fidelity=fidelity, sampler="tpe", warm_start=False, input_shape=input_shape, num_classes=num_classes,
         multi_fidelity=ladder.to_dict() if ladder else {})
 
 

@@ -22,7 +22,7 @@ from eas.study.schema import SearchSettings
 from eas.units import parse_seconds
 
 MAX_CONSECUTIVE_INFEASIBLE = 200
-SAMPLER_NAMES = ("eas", "nsga2", "tpe", "gp", "random")
+SAMPLER_NAMES = ("tpe", "evolution", "nsga2", "gp", "random")  # eas.proposals.SAMPLERS, without importing optuna
 MAX_BUDGET_SECONDS = 366 * 24 * 3600
 
 
@@ -414,7 +414,7 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int):
             return "evaluated before"
         return None
 
-    return ConstraintAwareSampler(base, distributions, refuse)
+    return ConstraintAwareSampler(base, distributions, refuse, seed=seed)
 
 
 def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,

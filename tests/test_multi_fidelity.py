@@ -11,7 +11,7 @@ import pytest
 from eas.arch_cost import arch_cost
 from eas.errors import UserError
 from eas.evaluate import wilson_interval
-from eas.proposals import ConstraintAwareSampler, space_distributions
+from eas.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
 from eas.report import pareto_front, rank_agreement
 from eas.rungs import Ladder, decide, order, standings
 from eas.space import load_space
@@ -154,11 +154,45 @@ def test_proposals_over_a_counted_limit_never_become_trials_and_no_legal_choice_
             assert abs(seen[choice] / len(accepted) - share) < 0.12, (name, choice)
 
 
+def test_a_tpe_proposal_evaluated_before_gives_way_to_its_nearest_new_neighbour():
+    space = load_space("tiny", SHAPE)
+    distributions = space_distributions(space)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tpe = SAMPLERS["tpe"](0, 16, distributions, None)
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=tpe)
+    rng = np.random.default_rng(0)
+    for _ in range(40):  # a study whose best candidates TPE will want to look at again
+        params = {n: d.choices[rng.integers(len(d.choices))] for n, d in distributions.items()}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions,
+                                                  values=[float(rng.random()), float(rng.random())]))
+    evaluated = {tuple(sorted(t.params.items())) for t in study.trials}
+    drawn = []
+
+    def refuse(params):
+        drawn.append(params)
+        return "evaluated before" if tuple(sorted(params.items())) in evaluated else None
+
+    guard = ConstraintAwareSampler(tpe, distributions, refuse, seed=0)
+    study.sampler = guard
+    for _ in range(5):
+        drawn.clear()
+        trial = study.ask()
+        proposal = {n: trial.suggest_categorical(n, d.choices) for n, d in distributions.items()}
+        assert tuple(sorted(proposal.items())) not in evaluated
+        if len(drawn) > 1:  # TPE's own proposal was known: the one taken is near it
+            changed = sum(proposal[n] != drawn[0][n] for n in distributions)
+            assert 1 <= changed <= 2 and len(drawn) < 100
+        study.tell(trial, [0.5, 0.5])
+        evaluated.add(tuple(sorted(proposal.items())))
+
+
 @pytest.mark.slow
 def test_a_multi_fidelity_search_stores_rungs_stops_candidates_and_resumes(tmp_path):
     env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    # The default sampler, TPE: its first 10 proposals are random, the resumed ones learn from
+    # the candidates stopped at lower rungs (pruned trials) and the complete ones.
     args = ["search", "--space", "tiny", "--data", "digits", "--epochs", "6", "--study", "mf", "--quiet",
-            "--no-warm-start", "--sampler", "random"]
+            "--no-warm-start"]
     first = run_eas(*args, "--trials", "10", env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     shown = json.loads(run_eas("show", "mf", "--json", env=env, cwd=tmp_path).stdout)
@@ -183,7 +217,7 @@ def test_a_multi_fidelity_search_stores_rungs_stops_candidates_and_resumes(tmp_p
     assert all(t["rungs"][0]["results"] > rung0_before for t in new if t["rungs"] and t["rungs"][0]["results"])
     assert resumed["rungs"][0]["finished"] == rung0_before + len(new)
     text = run_eas("show", "mf", env=env, cwd=tmp_path).stdout
-    assert "Kendall tau" in text and "footprint" in text and "time split" in text
+    assert "Kendall tau" in text and "footprint" in text and "time split" in text and "sampler tpe" in text
 
 
 @pytest.mark.slow

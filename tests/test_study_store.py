@@ -86,6 +86,14 @@ def test_a_study_of_the_first_eas_has_schema_1_and_reads(stored):
     assert load_study(url, "s").schema_version == 1
 
 
+def test_a_study_stored_with_the_evolution_samplers_old_name_keeps_that_sampler(stored):
+    from eas.proposals import SAMPLERS
+
+    _, study = stored
+    settings = {**study.user_attrs[schema.SETTINGS], "sampler": "eas"}  # what EAS stored before TPE was the default
+    assert schema.SearchSettings.from_dict(settings).sampler == "evolution" and "evolution" in SAMPLERS
+
+
 @pytest.mark.parametrize("genome, metrics, problem", [
     ("stem_broken", {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0}, "unusable"),
     (GIANT, {"accuracy": 1.0, "macs": 1, "params": 1, "inference_energy_j_per_1k": 0.0}, "too large"),

@@ -152,8 +152,9 @@ def search_command(
     max_params: MaxParamsOption = None,
     max_latency: MaxLatencyOption = None,
     max_memory: MaxMemoryOption = None,
-    sampler: Annotated[str, typer.Option("--sampler", help="eas (multi-objective evolution over every rung), "
-                                         "nsga2, tpe, gp or random.")] = "eas",
+    sampler: Annotated[str, typer.Option("--sampler", help="tpe (Optuna's multivariate TPE; candidates "
+                                         "stopped at a lower rung count as pruned), evolution, nsga2, gp or "
+                                         "random.")] = "tpe",
     rungs: Annotated[int, typer.Option("--rungs", help="Multi-fidelity rungs per candidate; 1 = plain search, "
                                        "every candidate at the full fidelity.")] = 3,
     eta: Annotated[int, typer.Option("--eta", help="Each rung trains the best 1/eta of its results on, for "

@@ -62,7 +62,7 @@ class SearchSettings:
     objectives: tuple[str, ...]
     constraints: dict
     fidelity: dict
-    sampler: str = "nsga2"
+    sampler: str = "tpe"
     seed: int = 0
     device: str = "auto"
     meter: str = "auto"
@@ -86,6 +86,8 @@ class SearchSettings:
         try:
             shape = tuple(int(v) for v in data["input_shape"]) if data.get("input_shape") else None
             known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            if known.get("sampler") == "eas":  # studies stored before TPE became the default
+                known["sampler"] = "evolution"
             return cls(**{**known, "objectives": tuple(data["objectives"]), "input_shape": shape})
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"study {name!r} has malformed EAS settings ({type(error).__name__}: {error})") from None
