@@ -13,7 +13,7 @@ fidelity with two seeds: Kendall's tau between the two says whether that fidelit
 candidates stably enough to judge a front by.
 
     python benchmarks/search_efficiency.py [--space tiny] [--data fashion-mnist] [--budget 4m]
-        [--seeds 0,1,2] [--epochs 1] [--subset 9000] [--methods random,tpe,nsga2,eas]
+        [--seeds 0,1,2] [--epochs 2] [--subset 9000] [--methods random,tpe,nsga2,eas]
 
 Prints anytime hypervolume against wall time and against energy (median [min, max] over
 seeds), the time each method needed to reach plain NSGA-II's final hypervolume, and ratios
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--data", default="fashion-mnist")
     parser.add_argument("--budget", default="4m")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--subset", type=int, default=9000)
     parser.add_argument("--methods", default="random,tpe,nsga2,eas")
     parser.add_argument("--accuracy-floor", type=float, default=0.5)
