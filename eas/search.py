@@ -278,10 +278,11 @@ class TrialRunner:
         rungs = trial.user_attrs.get(schema.RUNGS) or []
         history = trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history") or []
         saved = self.snapshots.load(history[-1]) if history and rungs else None
+        if history:
+            self.snapshots.drop(*history)  # used now or never: weights the rungs do not vouch for
         if saved is None or saved[0] != rungs[-1].get("rung") or rungs[-1].get("go_on") is not True:
             return 0, []
         candidate.model.load_state_dict(saved[1])
-        self.snapshots.drop(*history)
         return saved[0] + 1, rungs
 
     def _train_rungs(self, trial, arch, training: dict, deadline):
@@ -319,12 +320,13 @@ class TrialRunner:
             rungs.append(record)
             if rung == ladder.top:
                 break
+            if record["go_on"]:  # weights first: a retry that reads go_on in the rungs finds them
+                self.snapshots.save(trial.number, rung, candidate.model.state_dict())
             trial.set_user_attr(schema.RUNGS, rungs)
             if not record["go_on"]:
                 reason = (f"stopped after rung {rung}: ranked {decision.position + 1} of {decision.results} "
                           f"results there (the best {decision.keep} train on)")
                 return candidate.result("stopped", reason, violations, validation)
-            self.snapshots.save(trial.number, rung, candidate.model.state_dict())
         if ladder.top > 0:
             trial.set_user_attr(schema.RUNGS, rungs)
         return candidate.result("ok", violations=violations, validation=validation)

@@ -119,8 +119,12 @@ def test_multi_fidelity_kill_9_mid_rung_continues_from_the_last_rung_on_another_
                 break
     assert killed is not None, "no trial of the victim went past rung 0"
     victim.wait(timeout=10)
-    survivor = worker(study_name, postgres, "--budget", "40s", "--seed", "2")
-    _, err = survivor.communicate(timeout=240)
+    # Past the grace period (3 heartbeats) the victim's trial is stale whatever the machine's
+    # pace, so the survivor's first trial is its retry; a wall-clock budget could cut that retry
+    # on a loaded machine, so the survivor runs exactly one trial instead.
+    time.sleep(3 * 1 + 1)
+    survivor = worker(study_name, postgres, "--trials", "1", "--seed", "2")
+    _, err = survivor.communicate(timeout=480)
     assert survivor.returncode == 0, err
 
     study = optuna.load_study(study_name=study_name, storage=storage)
