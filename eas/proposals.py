@@ -47,6 +47,17 @@ def space_distributions(space) -> dict[str, CategoricalDistribution]:
     return {name: CategoricalDistribution(choices) for name, choices in space.parameters().items()}
 
 
+def mutate(params: dict, distributions: dict, changes: int, rng) -> dict:
+    """`params` with up to `changes` choices, picked at random, replaced by other choices."""
+    names = list(distributions)
+    moved = dict(params)
+    for name in rng.choice(names, size=min(len(names), changes), replace=False):
+        others = [c for c in distributions[name].choices if c != params[name]]
+        if others:
+            moved[name] = others[rng.integers(len(others))]
+    return moved
+
+
 class ConstraintAwareSampler(BaseSampler):
     """`refuse(params)` says why a complete proposal must not become a trial ("over max_macs",
     "evaluated before") or returns None to accept it."""
@@ -69,15 +80,6 @@ class ConstraintAwareSampler(BaseSampler):
                 params[name] = self.base.sample_independent(study, trial, name, distribution)
         return params
 
-    def _neighbour(self, params: dict, changes: int) -> dict:
-        """`params` with `changes` choices replaced by other choices, at random."""
-        names = [n for n, d in self.distributions.items() if len(d.choices) > 1]
-        moved = dict(params)
-        for name in self.rng.choice(names, size=min(changes, len(names)), replace=False):
-            others = [c for c in self.distributions[name].choices if c != params[name]]
-            moved[name] = others[self.rng.integers(len(others))]
-        return moved
-
     def sample_relative(self, study, trial, search_space) -> dict:
         self.refused = {}
         give_up = time.monotonic() + self.seconds  # a model-based sampler takes ms per proposal
@@ -86,7 +88,7 @@ class ConstraintAwareSampler(BaseSampler):
             if known is None:
                 params = self._complete(study, trial)
             else:  # widen the neighbourhood after trying each choice about twice
-                params = self._neighbour(known, 1 + neighbours // (2 * len(self.distributions)))
+                params = mutate(known, self.distributions, 1 + neighbours // (2 * len(self.distributions)), self.rng)
                 neighbours += 1
             reason = self.refuse(params)
             if reason is None:
@@ -156,12 +158,7 @@ class EvolutionSampler(BaseSampler):
         picks = self.rng.choice(len(recent), size=min(self.tournament, len(recent)), replace=False)
         parent = max((recent[i] for i in picks), key=lambda item: item[1])[2]
         child = {name: parent[name] for name in self.distributions}
-        names = list(self.distributions)
-        for name in self.rng.choice(names, size=min(len(names), 1 + int(self.rng.random() < 0.5)), replace=False):
-            choices = [c for c in self.distributions[name].choices if c != child[name]]
-            if choices:
-                child[name] = choices[self.rng.integers(len(choices))]
-        return child
+        return mutate(child, self.distributions, 1 + int(self.rng.random() < 0.5), self.rng)
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         choices = param_distribution.choices
