@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--finetune-epochs", type=int, default=2)
     args = parser.parse_args()
 
-    from eas.compress import comparison_rows
+    from eas.deploy.compress import comparison_rows
     from eas.units import table
 
     with tempfile.TemporaryDirectory() as work:

@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--nproc", default="1,2")
     args = parser.parse_args()
 
-    from eas.data import load_dataset
+    from eas.data.datasets import load_dataset
     from eas.units import table
 
     images = len(load_dataset(args.data).train_y)

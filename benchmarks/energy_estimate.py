@@ -28,10 +28,10 @@ if policy == "passive":
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 import torch  # loaded first: OpenMP reads its waiting policy now, before eas could set it
 torch.set_num_threads(2)
-from eas.builder import build
-from eas.data import load_dataset
-from eas.energy import EstimatedMeter
-from eas.train import Fidelity, train
+from eas.arch.builder import build
+from eas.data.datasets import load_dataset
+from eas.measure.energy import EstimatedMeter
+from eas.training.proxy import Fidelity, train
 task = load_dataset("digits")
 genome = "stem_c16_k3_s1_relu-ds_r1_k3_s2_c24_relu-ir_r2_k3_s2_e4_c32_relu6-head_c0_f0_relu_d0"
 meter, results = EstimatedMeter(), []

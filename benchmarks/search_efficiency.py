@@ -51,9 +51,9 @@ def normaliser(space, task, floor: float):
     """Objective -> [0, 1] maps (0 best, 1 = the reference point), fixed before the runs."""
     import torch
 
-    from eas.arch_cost import arch_cost
-    from eas.evaluate import Candidate
-    from eas.train import Fidelity
+    from eas.arch.counting import arch_cost
+    from eas.search.candidate import Candidate
+    from eas.training.proxy import Fidelity
 
     smallest, largest = space.extremes()
     bounds = {}
@@ -78,7 +78,7 @@ def normaliser(space, task, floor: float):
 
 
 def hypervolume(points: list[np.ndarray]) -> float:
-    from eas.report import hypervolume_of_points
+    from eas.reports.pareto import hypervolume_of_points
 
     return hypervolume_of_points(np.array(points)) if points else 0.0
 
@@ -88,7 +88,7 @@ def calibrate(space, task, fidelity, count: int) -> dict:
     import optuna
     from scipy.stats import kendalltau
 
-    from eas.evaluate import evaluate
+    from eas.search.candidate import evaluate
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=12345))
@@ -185,9 +185,9 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="more `eas search` options for every method, after --")
     args = parser.parse_args()
 
-    from eas.data import load_dataset
-    from eas.space import load_space
-    from eas.train import Fidelity
+    from eas.arch.space import load_space
+    from eas.data.datasets import load_dataset
+    from eas.training.proxy import Fidelity
     from eas.units import parse_seconds, table
 
     task = load_dataset(args.data)

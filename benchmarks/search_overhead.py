@@ -16,17 +16,17 @@ from pathlib import Path
 
 import torch
 
-from eas.data import load_dataset
-from eas.evaluate import evaluate
-from eas.live_view import LiveStudy
+from eas.arch.space import load_space
+from eas.data.datasets import load_dataset
 from eas.objectives import DEFAULT_OBJECTIVES
-from eas.progress import SearchProgress
-from eas.search import Budget, prepare_study, run_search
-from eas.space import load_space
+from eas.reports.progress import SearchProgress
+from eas.search.candidate import evaluate
+from eas.search.live_view import LiveStudy
+from eas.search.loop import Budget, prepare_study, run_search
 from eas.study.reader import StudyReader
 from eas.study.schema import SearchSettings
 from eas.study.storage import harden_sqlite, open_storage
-from eas.train import Fidelity
+from eas.training.proxy import Fidelity
 from eas.units import table
 
 

@@ -10,10 +10,10 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from sqlalchemy import event
 
-from eas.arch_cost import arch_cost
-from eas.evaluate import wilson_interval
-from eas.rungs import Ladder
-from eas.space import load_space
+from eas.arch.counting import arch_cost
+from eas.arch.space import load_space
+from eas.search.candidate import wilson_interval
+from eas.search.rungs import Ladder
 from eas.study import schema
 from eas.study.schema import SearchSettings
 

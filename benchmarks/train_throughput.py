@@ -16,10 +16,10 @@ import time
 import torch
 from torch import nn
 
-from eas.builder import build
-from eas.data import load_dataset
-from eas.energy import make_meter
-from eas.train import Fidelity, train
+from eas.arch.builder import build
+from eas.data.datasets import load_dataset
+from eas.measure.energy import make_meter
+from eas.training.proxy import Fidelity, train
 from eas.units import table
 
 GENOME = ("stem_c16_k3_s1_relu6-ir_r1_k3_s2_e4_c24_relu6-ir_r2_k3_s2_e4_c48_se_hswish-"
@@ -79,10 +79,10 @@ def main() -> None:
     print(f"model {GENOME}\ndata {task.name}, {len(y)} images, batch 128, {torch.get_num_threads()} threads\n")
     print(table([
         ["plain eager NCHW loop (baseline)", f"{base:.0f}", "1.00x"],
-        ["eas.train training steps (channels_last, ...)", f"{ours:.0f}", f"{ours / base:.2f}x"],
+        ["eas.training.proxy training steps (channels_last, ...)", f"{ours:.0f}", f"{ours / base:.2f}x"],
     ], ["trainer", "images/s", "ratio"]))
     print(f"\nBatchNorm recalibration after training (2048 images, forward only): "
-          f"{statistics.median(recalibration):.1%} of eas.train's time")
+          f"{statistics.median(recalibration):.1%} of eas.training.proxy's time")
     print(f"\nenergy metering ({meter.source}): {per_window * 1e6:.1f} us per window, "
           f"{overhead:.4%} of a {trial_seconds:.1f} s trial")
 

@@ -61,11 +61,11 @@ def main() -> None:
     import optuna
     from scipy.stats import kendalltau
 
-    from eas.builder import build
-    from eas.data import load_dataset
-    from eas.evaluate import evaluate
-    from eas.space import load_space
-    from eas.train import Fidelity
+    from eas.arch.builder import build
+    from eas.arch.space import load_space
+    from eas.data.datasets import load_dataset
+    from eas.search.candidate import evaluate
+    from eas.training.proxy import Fidelity
     from eas.units import table
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -16,14 +16,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Arch": "eas.genome",
-    "GenomeError": "eas.genome",
-    "load_space": "eas.space",
-    "list_spaces": "eas.space",
-    "build": "eas.builder",
-    "profile": "eas.cost",
-    "Profile": "eas.cost",
-    "reference": "eas.reference",
+    "Arch": "eas.arch.genome",
+    "GenomeError": "eas.arch.genome",
+    "load_space": "eas.arch.space",
+    "list_spaces": "eas.arch.space",
+    "build": "eas.arch.builder",
+    "profile": "eas.arch.profile",
+    "Profile": "eas.arch.profile",
+    "reference": "eas.arch.reference",
     "UserError": "eas.errors",
 }
 

@@ -1,6 +1,6 @@
 """The registry of objectives (what a search optimises) and the hard constraints.
 
-An objective names a metric of `eas.evaluate.Metrics`, a direction and a unit. Constraints are
+An objective names a metric of `eas.search.candidate.Metrics`, a direction and a unit. Constraints are
 upper limits on metrics; the cheap ones (MACs, params, memory, latency) are known before any
 training, so an infeasible candidate costs milliseconds.
 """

@@ -8,9 +8,9 @@ import random
 
 import optuna
 
-from eas.arch_cost import arch_cost
+from eas.arch.counting import arch_cost
+from eas.arch.space import load_space
 from eas.objectives import DEFAULT_OBJECTIVES
-from eas.space import load_space
 from eas.study import schema
 from eas.study.schema import SearchSettings
 from eas.study.setup import create_or_resume

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from eas.data import load_dataset
+from eas.data.datasets import load_dataset
 from eas.errors import UserError
 from tests.conftest import assert_user_error, run_eas
 
@@ -91,9 +91,9 @@ def test_arch_json_with_a_bad_class_count(tmp_path):
 
 def test_fashion_mnist_reader_is_not_fooled_by_a_short_file(tmp_path, monkeypatch):
     """A truncated gzip is a clear error (the reader stays one line on bad files)."""
-    from eas import data
+    from eas.data import datasets
 
     path = tmp_path / "x.gz"
     path.write_bytes(gzip.compress(b"\x00" * 10)[:15])
     with pytest.raises(UserError):
-        data._read_idx(path, 16)
+        datasets._read_idx(path, 16)

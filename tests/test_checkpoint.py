@@ -7,9 +7,9 @@ import shutil
 import pytest
 import torch
 
-from eas import checkpoint as ckpt
 from eas.errors import UserError
-from eas.train_step import warmup_cosine
+from eas.training import checkpoint as ckpt
+from eas.training.step import warmup_cosine
 
 
 def parts():

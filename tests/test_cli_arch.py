@@ -22,7 +22,7 @@ def test_spaces_json_lists_the_builtin_spaces(eas_cli):
 
 
 def test_arch_sample_prints_valid_genomes_and_is_seeded(eas_cli):
-    from eas.genome import Arch
+    from eas.arch.genome import Arch
 
     first = eas_cli("arch", "sample", "--space", "hybrid", "--n", "4", "--seed", "7", "--input", "1x28x28")
     again = eas_cli("arch", "sample", "--space", "hybrid", "--n", "4", "--seed", "7", "--input", "1x28x28")

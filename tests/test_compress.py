@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from eas.builder import build
-from eas.genome import Arch
-from eas.prune import inherit_weights, pruned_arch
-from eas.train_step import DistillationLoss
+from eas.arch.builder import build
+from eas.arch.genome import Arch
+from eas.deploy.prune import inherit_weights, pruned_arch
+from eas.training.step import DistillationLoss
 from tests.conftest import assert_user_error, run_eas
 
 ATTENTION_GENOME = ("stem_c16_k3_s1_hswish-ds_r2_k5_s2_c24_hswish-ir_r2_k3_s2_e4_c32_relu6"
@@ -33,7 +33,7 @@ def test_int8_is_written_beside_fp32_and_measured_side_by_side(trained, tmp_path
     import onnx
     import onnxruntime
 
-    from eas.data import load_dataset
+    from eas.data.datasets import load_dataset
 
     folder, training = trained
     out = tmp_path / "int8"

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from eas.builder import build
-from eas.cost import profile
-from eas.reference import reference
+from eas.arch.builder import build
+from eas.arch.profile import profile
+from eas.arch.reference import reference
 
 
 def test_mobilenet_v2_matches_the_published_counts_exactly():
@@ -75,7 +75,7 @@ def test_hand_count_of_a_small_network_and_the_layer_table():
 
 def attention_macs(model, input_shape):
     """Hand count of the three einsums of every linear-attention layer: 2*N*d*d + N*d per head."""
-    from eas.blocks import LinearAttention
+    from eas.arch.blocks import LinearAttention
 
     total, shapes = 0, {}
     hooks = [m.register_forward_hook(lambda m, i, o: shapes.__setitem__(m, i[0].shape))
@@ -130,11 +130,11 @@ def test_profile_restores_training_mode():
 
 @pytest.mark.parametrize("space_name, shape", [("mobile", (1, 28, 28)), ("hybrid", (3, 32, 32)), ("tiny", (1, 8, 8))])
 def test_counting_a_genome_equals_profiling_its_model(space_name, shape):
-    """eas.arch_cost (no torch, microseconds) agrees exactly with the profiled model."""
+    """eas.arch.counting (no torch, microseconds) agrees exactly with the profiled model."""
     import optuna
 
-    from eas.arch_cost import arch_cost
-    from eas.space import load_space
+    from eas.arch.counting import arch_cost
+    from eas.arch.space import load_space
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = load_space(space_name, shape)

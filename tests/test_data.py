@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eas import data as data_module
-from eas.data import DataError, load_dataset, parse_spec
+from eas.data import datasets as data_module
+from eas.data.datasets import DataError, load_dataset, parse_spec
 from tests.conftest import assert_user_error
 
 

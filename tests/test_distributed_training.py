@@ -35,7 +35,7 @@ def test_two_processes_reach_the_accuracy_of_one_with_the_same_global_batch(knee
     assert (one.get("processes", 1), two["processes"]) == (1, 2)
     assert two["restarts"] == 0 and two["plan"] == one["plan"] and two["epochs_run"] == one["epochs_run"] == 15
     # Within noise: 3 standard errors of the difference of two accuracies on the same test set.
-    from eas.data import load_dataset
+    from eas.data.datasets import load_dataset
 
     p, n = (one["test_accuracy"] + two["test_accuracy"]) / 2, len(load_dataset("digits").test_y)
     assert abs(one["test_accuracy"] - two["test_accuracy"]) <= 3 * math.sqrt(2 * p * (1 - p) / n) + 1e-9
@@ -52,7 +52,8 @@ def _workers(folder: Path) -> list[int]:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        workers_module = b"eas.distributed" in command and b"torch.distributed.run" not in command  # not torchrun
+        # a worker, not torchrun itself
+        workers_module = b"eas.training.torchrun_worker" in command and b"torch.distributed.run" not in command
         if workers_module and str(folder).encode() in b" ".join(command):
             found.append(int(entry.name))
     return found

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from eas.energy import EstimatedMeter, MeterError, RaplMeter, delta_with_wrap, make_meter
+from eas.measure.energy import EstimatedMeter, MeterError, RaplMeter, delta_with_wrap, make_meter
 
 
 def fake_powercap(root: Path, values: dict[str, int], max_range: int = 1000) -> None:

@@ -191,7 +191,7 @@ def test_force_never_deletes_what_is_not_an_export(study_root, exported, tmp_pat
 
 def test_force_replaces_a_previous_export_only_once_the_new_one_is_complete(study_root, exported, tmp_path,
                                                                               monkeypatch):
-    from eas import export as export_module
+    from eas.deploy import export as export_module
     from eas.study.reader import load_study
 
     root, env = study_root

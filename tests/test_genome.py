@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eas.genome import ACTIVATIONS, Arch, GenomeError, Head, Stage, Stem
-from eas.reference import REFERENCES, reference
+from eas.arch.genome import ACTIVATIONS, Arch, GenomeError, Head, Stage, Stem
+from eas.arch.reference import REFERENCES, reference
 
 acts = st.sampled_from(ACTIVATIONS)
 ratios = st.sampled_from([1.0, 2.0, 3.0, 3.67, 4.0, 4.5, 6.0])
@@ -79,7 +79,7 @@ def test_validation_on_construction_names_the_field():
 def test_genome_module_imports_no_torch():
     import subprocess
     import sys
-    code = "import sys, eas.genome, eas.space, eas.reference; print('torch' in sys.modules)"
+    code = "import sys, eas.arch.genome, eas.arch.space, eas.arch.reference; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -8,13 +8,13 @@ import numpy as np
 import optuna
 import pytest
 
-from eas.arch_cost import arch_cost
+from eas.arch.counting import arch_cost
+from eas.arch.space import load_space
 from eas.errors import UserError
-from eas.evaluate import wilson_interval
-from eas.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
-from eas.report import pareto_front, rank_agreement
-from eas.rungs import Ladder, decide, order, standings
-from eas.space import load_space
+from eas.reports.front import pareto_front, rank_agreement
+from eas.search.candidate import wilson_interval
+from eas.search.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
+from eas.search.rungs import Ladder, decide, order, standings
 from eas.study import schema
 from eas.study.records import TrialRecord
 from tests.conftest import run_eas
@@ -40,8 +40,7 @@ def test_ranking_is_by_front_then_by_hypervolume_contribution():
 
 
 def test_hypervolume_contributions_are_what_removing_each_point_costs():
-    from eas.report import hypervolume_of_points
-    from eas.rungs import hypervolume_contributions
+    from eas.reports.pareto import hypervolume_contributions, hypervolume_of_points
 
     rng = np.random.default_rng(5)
     for size in (1, 2, 9, 25):
@@ -53,7 +52,7 @@ def test_hypervolume_contributions_are_what_removing_each_point_costs():
 
 
 def test_ranking_only_some_rows_gives_their_places_in_the_full_order():
-    from eas.rungs import positions
+    from eas.search.rungs import positions
 
     rng = np.random.default_rng(6)
     points = rng.random((60, 3))
@@ -62,9 +61,9 @@ def test_ranking_only_some_rows_gives_their_places_in_the_full_order():
 
 
 def test_standings_rank_among_the_most_recent_results_of_a_rung(monkeypatch):
-    import eas.rungs
+    import eas.search.rungs
 
-    monkeypatch.setattr(eas.rungs, "RANKING_WINDOW", 3)
+    monkeypatch.setattr(eas.search.rungs, "RANKING_WINDOW", 3)
     rung = {number: {"accuracy": accuracy, "macs": 1e6} for number, accuracy in enumerate([0.99, 0.5, 0.6, 0.7])}
     places = standings({0: rung}, ("accuracy", "macs"), {"macs": 2e6}, only={3})
     assert places == {3: (0, 1.0)}  # best of the last three: trial 0's 0.99 is outside the window

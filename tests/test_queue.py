@@ -86,8 +86,8 @@ def test_the_pools_narrow_read_agrees_with_the_full_listing(tmp_path):
     list_studies, with budgets anyone could have written, and leaves out non-EAS studies."""
     import optuna
 
-    from eas.study.queue import entry_of, save
-    from eas.study.reader import list_studies, queue_entries
+    from eas.study.queue import save
+    from eas.study.reader import entry_of, list_studies, queue_entries
     from tests.study_factory import make_study
 
     url = f"sqlite:///{tmp_path / 'q.db'}"

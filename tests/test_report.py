@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eas.report import hypervolume, knee, pareto_front, pareto_mask, tied_pareto_mask
+from eas.reports.front import hypervolume, knee, pareto_front, tied_pareto_mask
+from eas.reports.pareto import pareto_mask
 from eas.study.records import TrialRecord, counts
 
 OBJ = ("accuracy", "macs")
@@ -95,7 +96,7 @@ def test_kendall_tau_is_scipys_tau_b_with_ties():
     import numpy as np
     from scipy.stats import kendalltau
 
-    from eas.report import kendall_tau
+    from eas.reports.pareto import kendall_tau
 
     rng = np.random.default_rng(0)
     for n in (3, 7, 40):
@@ -108,7 +109,7 @@ def test_kendall_tau_is_scipys_tau_b_with_ties():
 def test_hypervolume_history_is_the_hypervolume_of_each_prefix_and_ends_with_the_last_trial():
     from dataclasses import replace
 
-    from eas.report import hypervolume_history
+    from eas.reports.front import hypervolume_history
 
     rng = np.random.default_rng(3)
     records = [replace(record(i, float(rng.uniform(0.5, 1.0)), float(rng.uniform(1, 100)),

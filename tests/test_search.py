@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from eas.search import Budget
+from eas.search.loop import Budget
 from eas.units import parse_seconds
 from tests.conftest import ROOT, assert_user_error, run_eas
 
@@ -232,7 +232,7 @@ def test_corrupt_file_is_not_touched_by_preflight(tmp_path):
 
 
 def test_root_is_importable():
-    assert (ROOT / "eas" / "search.py").exists()
+    assert (ROOT / "eas" / "search" / "loop.py").exists()
 
 
 @pytest.mark.slow

@@ -7,8 +7,8 @@ import os
 import optuna
 import pytest
 
-from eas.genome import Arch
-from eas.report import hypervolume_history, spent_energy_j
+from eas.arch.genome import Arch
+from eas.reports.front import hypervolume_history, spent_energy_j
 from eas.study import schema
 from eas.study.records import TrialRecord
 from tests.conftest import assert_user_error, run_eas
@@ -26,7 +26,7 @@ def trials_of(tmp_path, name):
 
 
 def test_an_unmeasured_latency_does_not_poison_a_broken_macs_limit(tmp_path):
-    from eas.space import load_space
+    from eas.arch.space import load_space
 
     env = env_for(tmp_path)
     limits = ["--max-macs", "90k", "--max-latency", "5000ms", "--subset", "300", "--sampler", "random"]
@@ -55,7 +55,7 @@ def test_workers_share_the_trial_count_exactly(tmp_path):
 
 def test_a_dying_helper_worker_is_reported(tmp_path):
     from eas.cli.search import LocalWorkers
-    from eas.search import Budget
+    from eas.search.loop import Budget
 
     helpers = LocalWorkers("no-such-study", f"sqlite:///{tmp_path / 'none.db'}", [Budget(trials=1)], seed=0,
                            heartbeat=10, timeout=0.9, threads=1)
@@ -114,7 +114,7 @@ def test_a_reused_result_is_not_counted_twice_in_the_energy_spent():
 
 def test_helpers_do_not_see_the_password_on_their_command_line(tmp_path):
     from eas.cli.search import LocalWorkers
-    from eas.search import Budget
+    from eas.search.loop import Budget
 
     url = "postgresql://user:s3cret@127.0.0.1:1/db"
     helpers = LocalWorkers("x", url, [Budget(trials=1)], seed=0, heartbeat=10, timeout=60, threads=1)

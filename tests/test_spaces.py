@@ -2,10 +2,10 @@ import optuna
 import pytest
 import torch
 
-from eas.builder import build
-from eas.cost import profile
-from eas.reference import reference
-from eas.space import SpaceError, list_spaces, load_space
+from eas.arch.builder import build
+from eas.arch.profile import profile
+from eas.arch.reference import reference
+from eas.arch.space import SpaceError, list_spaces, load_space
 
 SPACES = [s.name for s in list_spaces()]
 optuna.logging.set_verbosity(optuna.logging.WARNING)

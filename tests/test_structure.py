@@ -7,7 +7,105 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-CLI = ROOT / "eas" / "cli"
+EAS = ROOT / "eas"
+CLI = EAS / "cli"
+
+# The rooms of eas/ and which rooms each may import from (itself included). Modules at the top
+# of eas/ (errors, units, objectives, provenance, interrupt) are the shared vocabulary: "base".
+# The pipeline reads upward: arch <- data, measure <- training <- search; the stored study sits
+# on arch alone, reports read studies, deploy ships what training made; cli and ui on top.
+ALLOWED = {
+    "base": {"base"},
+    "arch": {"base", "arch"},
+    "data": {"base", "arch", "data"},
+    "measure": {"base", "arch", "measure"},
+    "training": {"base", "arch", "data", "measure", "training"},
+    "study": {"base", "arch", "study"},
+    "reports": {"base", "arch", "study", "reports"},
+    "deploy": {"base", "arch", "data", "measure", "training", "deploy"},
+    "search": {"base", "arch", "data", "measure", "training", "study", "reports", "search"},
+    "ui": {"base", "arch", "data", "measure", "training", "study", "reports", "deploy", "search", "ui"},
+    "cli": {"base", "arch", "data", "measure", "training", "study", "reports", "deploy", "search", "ui", "cli"},
+}
+ROOMS = set(ALLOWED) - {"base"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ROOMS:
+        return parts[1]
+    return "cli" if module == "eas.__main__" else "base"
+
+
+def is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def eas_imports(path: Path) -> set[str]:
+    """Every eas module `path` imports, at its top or inside a function: `from eas.x import y`
+    names eas.x.y when y is a module, else eas.x; lazy_import("eas.x") counts as an import."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(name if is_module(name) else node.module for name in names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_import" and node.args
+              and isinstance(node.args[0], ast.Constant)):
+            found.add(node.args[0].value)
+    return {name for name in found if name == "eas" or name.startswith("eas.")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(path): eas_imports(path) for path in EAS.rglob("*.py")}
+
+
+def test_every_import_follows_the_layering_even_inside_functions():
+    against = [f"{module} ({room_of(module)}) imports {target} ({room_of(target)})"
+               for module, targets in import_graph().items() for target in sorted(targets)
+               if room_of(target) not in ALLOWED[room_of(module)]]
+    assert not against, "\n".join(against)
+
+
+def test_the_layering_check_catches_an_import_inside_a_function(tmp_path):
+    """The checker itself: a function-level import of the search from arch is found."""
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from eas.search.loop import Budget\n    return Budget\n")
+    assert eas_imports(path) == {"eas.search.loop"}
+    assert "search" not in ALLOWED[room_of("eas.arch.genome")]
+
+
+def test_no_import_circle_anywhere():
+    graph = import_graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                circles.append(" -> ".join([*path[path.index(target):], target]))
+            elif target in graph and target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not circles, "\n".join(circles)
+
+
+def test_each_room_says_what_lives_there():
+    for room in ROOMS:
+        doc = ast.get_docstring(ast.parse((EAS / room / "__init__.py").read_text()))
+        assert doc and len(doc.split()) >= 8, room
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -38,15 +136,15 @@ def test_help_does_not_import_torch_or_optuna():
 
 
 def test_one_training_step_serves_proxy_and_full_training():
-    for module in ("train.py", "full_training.py"):
-        source = (ROOT / "eas" / module).read_text()
+    for module in ("proxy.py", "full.py"):
+        source = (EAS / "training" / module).read_text()
         assert "TrainStep(" in source and "warmup_cosine(" in source, module
         assert "LambdaLR" not in source and ".backward()" not in source, module
 
 
 def test_only_the_study_package_names_stored_attributes():
     """Attribute names of the stored study are spelled in eas/study/schema.py only."""
-    for path in (ROOT / "eas").rglob("*.py"):
+    for path in EAS.rglob("*.py"):
         if path.parent.name == "study" and path.name == "schema.py":
             continue
         source = path.read_text()

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from eas.errors import UserError
-from eas.report import hypervolume, knee, pareto_front, select_trial
+from eas.reports.front import hypervolume, knee, pareto_front, select_trial
 from eas.study import schema
 from eas.study.reader import StudyReader, list_studies, load_study
 from eas.study.storage import preflight
@@ -87,7 +87,7 @@ def test_a_study_of_the_first_eas_has_schema_1_and_reads(stored):
 
 
 def test_a_study_stored_with_the_evolution_samplers_old_name_keeps_that_sampler(stored):
-    from eas.proposals import SAMPLERS
+    from eas.search.proposals import SAMPLERS
 
     _, study = stored
     settings = {**study.user_attrs[schema.SETTINGS], "sampler": "eas"}  # what EAS stored before TPE was the default

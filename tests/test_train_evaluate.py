@@ -5,12 +5,12 @@ import pytest
 import torch
 from torch import nn
 
-from eas.builder import build
-from eas.data import load_dataset
-from eas.evaluate import evaluate
+from eas.arch.builder import build
+from eas.data.datasets import load_dataset
 from eas.objectives import Constraints
-from eas.train import Fidelity, TrialTimeout, train
-from eas.train_step import evaluate_accuracy
+from eas.search.candidate import evaluate
+from eas.training.proxy import Fidelity, TrialTimeout, train
+from eas.training.step import evaluate_accuracy
 
 SMALL = "stem_c16_k3_s1_relu-ds_r1_k3_s2_c32_relu-ir_r1_k3_s1_e4_c32_relu6-head_c0_f0_relu_d0"
 CPU = torch.device("cpu")
@@ -41,10 +41,10 @@ def test_without_a_counter_every_energy_figure_says_estimated(digits, monkeypatc
 
 
 def test_a_busy_machine_note_keeps_the_reason_for_the_estimate(digits, monkeypatch, tmp_path):
-    import eas.energy
+    import eas.measure.energy
 
     monkeypatch.setenv("EAS_POWERCAP_ROOT", str(tmp_path))
-    monkeypatch.setattr(eas.energy, "contention_note", lambda *_: "machine oversubscribed: test")
+    monkeypatch.setattr(eas.measure.energy, "contention_note", lambda *_: "machine oversubscribed: test")
     metrics = evaluate(SMALL, digits, Fidelity(epochs=1, batch_size=64), device="cpu")
     assert "RAPL" in metrics.energy_note and "oversubscribed" in metrics.energy_note
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from eas.explorer import front_of, trial_rows
-from eas.report import hypervolume, knee, pareto_front
+from eas.reports.explorer import front_of, trial_rows
+from eas.reports.front import hypervolume, knee, pareto_front
 from eas.study.reader import load_study
 from tests.conftest import ROOT, run_eas
 

@@ -11,7 +11,7 @@ from eas.cli.options import ClassesOption, InputOption, JsonOption, SeedOption, 
 
 def spaces_command(as_json: JsonOption = False) -> None:
     """List the built-in search spaces."""
-    from eas.space import list_spaces
+    from eas.arch.space import list_spaces
 
     spaces = list_spaces()
     if as_json:
@@ -31,7 +31,7 @@ def sample_command(
     """Print random genomes from a space, one per line."""
     import optuna
 
-    from eas.space import load_space
+    from eas.arch.space import load_space
 
     shape = parse_shape(input_shape) if input_shape else None
     chosen = load_space(space, shape)
@@ -49,15 +49,15 @@ def show_command(
     as_json: JsonOption = False,
 ) -> None:
     """Profile an architecture: params, MACs, FLOPs, memory and the per-layer table."""
-    from eas.bounds import check_classes
-    from eas.reference import arch_from_text
+    from eas.arch.bounds import check_classes
+    from eas.arch.reference import arch_from_text
 
     arch = arch_from_text(genome)
     shape = parse_shape(input_shape)
     check_classes(classes, "--classes")
-    from eas.builder import build
-    from eas.cost import profile
-    from eas.summary import profile_lines
+    from eas.arch.builder import build
+    from eas.arch.profile import profile
+    from eas.reports.summary import profile_lines
 
     cost = profile(build(arch, shape, classes), shape, batch_size=batch)
     if as_json:

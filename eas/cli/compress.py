@@ -34,15 +34,15 @@ def compress_command(
         raise UserError("give exactly one of --int8 or --prune FRACTION")
     if prune is not None and not 0.0 < prune < 1.0:
         raise UserError(f"--prune must be a fraction in (0, 1) of the channels to remove (got {prune})")
-    from eas.full_training import TrainPlan, read_arch
+    from eas.training.full import TrainPlan, read_arch
 
     plan = TrainPlan(epochs=epochs, lr=lr, seed=seed) if prune is not None else None
     document = read_arch(folder)
-    from eas.compress import comparison_rows, compress_int8, compress_prune, default_output
+    from eas.deploy.compress import comparison_rows, compress_int8, compress_prune, default_output
 
     out = out or default_output(folder, "int8" if int8 else f"prune{prune:g}")
-    from eas.data import load_dataset
-    from eas.export import prepare_output
+    from eas.data.datasets import load_dataset
+    from eas.deploy.export import prepare_output
     from eas.units import table
 
     prepare_output(out, force)  # checked before the data is loaded

@@ -42,15 +42,15 @@ def evaluate_command(
     as_json: JsonOption = False,
 ) -> None:
     """Train a candidate briefly and measure accuracy, cost, latency and energy."""
-    from eas.reference import arch_from_text
+    from eas.arch.reference import arch_from_text
 
     fidelity = fidelity_from_options(epochs, subset, max_steps, batch_size, lr, precision)
     arch = arch_from_text(genome)
     import torch
 
-    from eas.data import load_dataset
-    from eas.evaluate import evaluate
-    from eas.summary import metrics_lines
+    from eas.data.datasets import load_dataset
+    from eas.reports.summary import metrics_lines
+    from eas.search.candidate import evaluate
 
     if threads:
         torch.set_num_threads(threads)

@@ -44,8 +44,8 @@ def export_command(
     limits = Constraints.parse(max_macs, max_params, max_memory, max_latency)
     check_study_name(study)
 
-    from eas.export import export_trial, prepare_output
-    from eas.report import select_trial
+    from eas.deploy.export import export_trial, prepare_output
+    from eas.reports.front import select_trial
     from eas.study.reader import load_study
 
     prepare_output(out, force)

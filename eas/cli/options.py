@@ -52,7 +52,7 @@ PrecisionOption = Annotated[str, typer.Option("--precision", help="auto, fp32, b
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
-    from eas.bounds import check_shape
+    from eas.arch.bounds import check_shape
 
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -67,7 +67,7 @@ def emit_json(data) -> None:
 
 def fidelity_from_options(epochs: float, subset: int | None, max_steps: int | None, batch_size: int,
                           lr: float, precision: str):
-    from eas.train import Fidelity
+    from eas.training.proxy import Fidelity
 
     return Fidelity(epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
                     precision=precision)

@@ -13,7 +13,7 @@ from eas.errors import UserError
 
 
 def _entry_and_storage(study: str, storage: str | None):
-    from eas.study.queue import entry_of
+    from eas.study.reader import entry_of
     from eas.study.storage import check_study_name, default_url, open_storage
 
     check_study_name(study)
@@ -50,7 +50,7 @@ def resume_command(
     A study without a pool budget (made by an older EAS) is queued by giving it one."""
     from dataclasses import replace
 
-    from eas.search import Budget
+    from eas.search.loop import Budget
     from eas.study.queue import Run, budget_text, save, state_of
 
     more = Budget.parse(budget, trials) if budget is not None or trials is not None else None

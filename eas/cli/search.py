@@ -92,10 +92,10 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
                     reader, helpers: LocalWorkers | None = None):
     """Run in this process with a progress display, wait for local helper workers, print the
     summary; the exit code says how the run ended."""
-    from eas.live_view import LiveStudy
-    from eas.progress import SearchProgress
-    from eas.search import run_search
-    from eas.summary import run_lines, study_lines
+    from eas.reports.progress import SearchProgress
+    from eas.reports.summary import run_lines, study_lines
+    from eas.search.live_view import LiveStudy
+    from eas.search.loop import run_search
 
     live = LiveStudy(reader, settings.objectives, reader.reference)
     progress = SearchProgress(budget, enabled=not quiet and not as_json)
@@ -113,7 +113,7 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
     loaded = reader.loaded()
     records, reference = loaded.records, loaded.reference
     if as_json:
-        from eas.report import hypervolume, knee, pareto_front
+        from eas.reports.front import hypervolume, knee, pareto_front
         from eas.study.records import counts
 
         front = pareto_front(records, settings.objectives)
@@ -185,11 +185,11 @@ def search_command(
     as_json: JsonOption = False,
 ) -> None:
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
-    from eas.data import parse_spec
+    from eas.arch.space import load_space
+    from eas.data.datasets import parse_spec
     from eas.objectives import Constraints, parse_objectives
-    from eas.rungs import Ladder
-    from eas.search import SAMPLER_NAMES, Budget
-    from eas.space import load_space
+    from eas.search.loop import SAMPLER_NAMES, Budget
+    from eas.search.rungs import Ladder
     from eas.study.schema import SearchSettings
     from eas.study.storage import check_study_name, default_url
     from eas.units import parse_seconds
@@ -211,12 +211,12 @@ def search_command(
 
     import torch
 
-    from eas.data import load_dataset
-    from eas.evaluate import resolve_device
-    from eas.search import check_feasible_at_all, prepare_study
+    from eas.data.datasets import load_dataset
+    from eas.measure.device import resolve_device
+    from eas.search.loop import check_feasible_at_all, prepare_study
     from eas.study import schema
-    from eas.study.queue import Run, budget_text, entry_of, save
-    from eas.study.reader import StudyReader
+    from eas.study.queue import Run, budget_text, save
+    from eas.study.reader import StudyReader, entry_of
     from eas.study.setup import check_resumable
     from eas.study.storage import harden_sqlite, open_storage, safe_url
 
@@ -284,7 +284,7 @@ def worker_command(
     quiet: QuietOption = False,
 ) -> None:
     """Join a study from another process or machine, or serve every open study of a storage."""
-    from eas.search import Budget
+    from eas.search.loop import Budget
     from eas.study.storage import check_study_name, default_url
     from eas.units import parse_seconds
 
@@ -299,8 +299,8 @@ def worker_command(
 
     import torch
 
-    from eas.data import load_dataset
-    from eas.space import space_from_definition
+    from eas.arch.space import space_from_definition
+    from eas.data.datasets import load_dataset
     from eas.study.setup import join
 
     if threads:
@@ -318,7 +318,7 @@ def _serve_pool(storage, budget, wait: bool, seed, heartbeat: int, timeout: floa
 
     import torch
 
-    from eas.pool import Pool
+    from eas.search.pool import Pool
     from eas.study.reader import list_studies
 
     if threads:

@@ -16,9 +16,9 @@ def studies_command(storage: StorageOption = None, as_json: JsonOption = False) 
     """List studies with their pool state, budget and trial counts (default: studies/*.db).
 
     States: queued, running (N workers), stopped, done, or unqueued (no pool budget)."""
+    from eas.reports.summary import study_rows
     from eas.study.reader import list_studies
     from eas.study.records import STATES
-    from eas.summary import study_rows
     from eas.units import table
 
     listed = list_studies(storage)
@@ -46,7 +46,7 @@ def show_command(
     as_json: JsonOption = False,
 ) -> None:
     """Print a study's Pareto set with its knee point, or one trial in full."""
-    from eas.report import (
+    from eas.reports.front import (
         footprint,
         knee,
         pareto_front,
@@ -55,10 +55,10 @@ def show_command(
         time_split_total,
         trial_summary,
     )
+    from eas.reports.summary import study_lines, verification_lines
     from eas.study.reader import StudyReader
     from eas.study.records import counts
     from eas.study.storage import check_study_name, default_url
-    from eas.summary import study_lines, verification_lines
 
     check_study_name(study)
     reader = StudyReader(storage or default_url(study), study)
@@ -69,7 +69,7 @@ def show_command(
         if not match:
             raise UserError(f"study {study!r} has no trial {trial} (trials 0..{len(records) - 1})")
         record = match[0]
-        from eas.lineage import descendants
+        from eas.reports.lineage import descendants
 
         emit_json({"trial": record.number, "state": record.state, "genome": record.genome, "reason": record.reason,
                    "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs,

@@ -59,8 +59,8 @@ def train_command(
     as_json: JsonOption = False,
 ) -> None:
     """Train an exported architecture fully; resumes from its checkpoint when run again."""
-    from eas.distributed import check_launch
-    from eas.full_training import TrainPlan, check_teacher, read_arch
+    from eas.training.distributed import check_launch
+    from eas.training.full import TrainPlan, check_teacher, read_arch
 
     check_launch(nproc, nnodes, rdzv_endpoint, max_restarts)
 
@@ -75,9 +75,9 @@ def train_command(
         check_teacher(document, teacher)
     searched = document.get("training") or {}
     plan = TrainPlan(**options, **{**searched, **given})
-    from eas.data import load_dataset
-    from eas.full_training import train_exported
-    from eas.green import report_lines
+    from eas.data.datasets import load_dataset
+    from eas.training.full import train_exported
+    from eas.training.green import report_lines
 
     task = load_dataset(data, seed=seed)
     if nproc * nnodes == 1:
@@ -99,10 +99,10 @@ def _train_distributed(folder: Path, data: str, task, plan, device: str, meter: 
     import shutil
     from dataclasses import asdict
 
-    from eas.distributed import launch
     from eas.errors import UserError
-    from eas.full_training import check_task_fits, read_arch
-    from eas.train_step import MIN_BATCH
+    from eas.training.distributed import launch
+    from eas.training.full import check_task_fits, read_arch
+    from eas.training.step import MIN_BATCH
 
     check_task_fits(read_arch(folder), task)  # a worker's error would only be retried by torchrun
     if plan.batch_size < MIN_BATCH * nproc * nnodes:

@@ -29,12 +29,12 @@ def verify_command(
     url = storage or default_url(study)
     import torch
 
-    from eas.data import load_dataset
+    from eas.data.datasets import load_dataset
+    from eas.reports.summary import verification_lines
+    from eas.search.verify import verify_front
     from eas.study import schema
     from eas.study.reader import StudyReader
     from eas.study.storage import open_storage
-    from eas.summary import verification_lines
-    from eas.verify import verify_front
 
     if threads:
         torch.set_num_threads(threads)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from eas.errors import UserError
 from eas.study import schema
+from eas.units import format_duration
 
 # The states `eas studies` shows. "unqueued": no pool budget (a study of an older EAS, or
 # malformed budget attributes); `eas resume STUDY --budget ...` queues it.
@@ -105,8 +105,6 @@ def state_of(run: Run | None, counted: int, now: float) -> str:
 
 def budget_text(run: Run | None, counted: int, now: float) -> str:
     """E.g. '12m05s of 30m, 40/100 trials'."""
-    from eas.units import format_duration
-
     if run is None:
         return ""
     parts = []
@@ -142,18 +140,6 @@ def pick(studies: list[QueuedStudy], now: float, skip: frozenset[str] = frozense
     """The study a free worker serves next: highest priority, then fewest workers, then oldest."""
     open_ = [s for s in studies if s.name not in skip and s.state(now) in ("queued", "running")]
     return min(open_, key=lambda s: (-s.run.priority, len(s.workers), s.study_id), default=None)
-
-
-def entry_of(url: str, name: str) -> QueuedStudy:
-    """The study's queue entry, read-only; a missing study is a clear error."""
-    from eas.study.reader import StudyReader, queue_entries
-
-    for _ in range(2):  # once more if the study was created between the two reads
-        for entry in queue_entries(url):
-            if entry.name == name:
-                return entry
-        StudyReader(url, name)  # says which studies exist, or that this one is not an EAS study
-    raise UserError(f"study {name!r} is still being created; try again")
 
 
 def save(storage, study_id: int, run: Run) -> None:

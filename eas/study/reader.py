@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 from eas.errors import UserError
 from eas.study import schema
+from eas.study.queue import COUNTED, QueuedStudy, Run
 from eas.study.records import TrialRecord, make_record
 from eas.study.storage import preflight, safe_url, sqlite_path, studies_dir
 
@@ -160,8 +161,6 @@ def _by_state(counts: dict, study_id: int) -> dict[str, int]:
 
 
 def _queued(study_id: int, name: str, attrs: dict, by_state: dict[str, int], workers: dict):
-    from eas.study.queue import COUNTED, QueuedStudy, Run
-
     run, problem = Run.from_attrs(attrs)
     return QueuedStudy(study_id, name, run, problem, sum(by_state[s] for s in COUNTED),
                        frozenset(workers.get(study_id, ())))
@@ -186,6 +185,16 @@ def queue_entries(url: str) -> list:
                 attrs[study_id][key] = _json(value)
         counts, workers = _state_counts(connection), _running_workers(connection)
     return [_queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers) for study_id, name in found]
+
+
+def entry_of(url: str, name: str) -> QueuedStudy:
+    """The study's queue entry, read-only; a missing study is a clear error."""
+    for _ in range(2):  # once more if the study was created between the two reads
+        for entry in queue_entries(url):
+            if entry.name == name:
+                return entry
+        StudyReader(url, name)  # says which studies exist, or that this one is not an EAS study
+    raise UserError(f"study {name!r} is still being created; try again")
 
 
 def list_studies(storage: str | None = None) -> list[dict]:
@@ -273,7 +282,7 @@ class StudyReader:
             if isinstance(reference, dict) else {}
         self.task = None
         if settings.input_shape is not None and settings.num_classes is not None:
-            from eas.bounds import check_classes, check_shape
+            from eas.arch.bounds import check_classes, check_shape
 
             self.task = (check_shape(settings.input_shape, f"study {name!r}: stored input shape"),
                          check_classes(settings.num_classes, f"study {name!r}: stored number of classes"))

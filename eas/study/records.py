@@ -47,9 +47,9 @@ def _is_number(value) -> bool:
 
 def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | None:
     """Why a stored trial cannot be trusted, or None. `task` = (input_shape, num_classes)."""
-    from eas.bounds import check_buildable
+    from eas.arch.bounds import check_buildable
+    from eas.arch.genome import Arch
     from eas.errors import UserError
-    from eas.genome import Arch
 
     genome = attrs.get(schema.GENOME)
     if genome is not None:

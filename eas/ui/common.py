@@ -7,8 +7,8 @@ import os
 import streamlit as st
 
 from eas.errors import UserError
-from eas.explorer import trial_rows
-from eas.report import hypervolume_history
+from eas.reports.explorer import trial_rows
+from eas.reports.front import hypervolume_history
 from eas.study.reader import StudyReader, list_studies
 
 

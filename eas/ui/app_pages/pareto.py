@@ -1,9 +1,9 @@
 import streamlit as st
 
-from eas.explorer import FILTER_METRICS, filtered_front, front_of, markdown_text, objective_label
-from eas.figures import metric, parallel_figure, pareto_figure
-from eas.report import knee
-from eas.summary import PARETO_HEADERS, pareto_rows
+from eas.reports.explorer import FILTER_METRICS, filtered_front, front_of, markdown_text, objective_label
+from eas.reports.figures import metric, parallel_figure, pareto_figure
+from eas.reports.front import knee
+from eas.reports.summary import PARETO_HEADERS, pareto_rows
 from eas.ui.common import selected_study
 
 loaded = selected_study()

@@ -1,9 +1,9 @@
 import streamlit as st
 
-from eas.explorer import markdown_text
-from eas.figures import history_figure
-from eas.report import footprint, rank_agreement, rung_counts, time_split_total
-from eas.summary import split_text
+from eas.reports.explorer import markdown_text
+from eas.reports.figures import history_figure
+from eas.reports.front import footprint, rank_agreement, rung_counts, time_split_total
+from eas.reports.summary import split_text
 from eas.ui.common import cached_history, selected_study
 from eas.units import format_duration
 

@@ -3,8 +3,8 @@ import time
 import streamlit as st
 
 from eas.errors import UserError
-from eas.explorer import markdown_text
-from eas.summary import study_rows
+from eas.reports.explorer import markdown_text
+from eas.reports.summary import study_rows
 from eas.ui.common import cached_studies, storage
 
 st.title("Studies")

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from eas.arch_files import arch_document, standalone_source
+from eas.arch.genome import Arch
+from eas.deploy.arch_files import arch_document, standalone_source
 from eas.errors import UserError
-from eas.explorer import markdown_text, rung_rows
-from eas.genome import Arch
-from eas.lineage import descendants, lineage_rows
+from eas.reports.explorer import markdown_text, rung_rows
+from eas.reports.lineage import descendants, lineage_rows
 from eas.ui.common import selected_study
 
 loaded = selected_study()
@@ -31,8 +31,8 @@ if not chosen:
 
 @st.cache_data(max_entries=64)
 def layer_table(genome: str, shape: tuple, classes: int) -> list[dict]:
-    from eas.builder import build
-    from eas.cost import profile
+    from eas.arch.builder import build
+    from eas.arch.profile import profile
 
     cost = profile(build(genome, shape, classes), shape)
     return [{"layer": layer.name, "type": layer.kind, "output": "x".join(map(str, layer.output_shape)),

@@ -1,0 +1,280 @@
+"""Search spaces as data: YAML files of fixed values and choice lists.
+
+A space file names a stem, a list of stages and a head. Every field is either one value or a
+list of choices. Each choice list becomes one Optuna categorical parameter with a stable name
+(`stem.width`, `stage3.kernel`, `head.width`), so every sampler works and a trial replays from
+its params alone. A stage whose depth choices include 0 may be skipped (stride-1 stages only).
+
+Spaces adapt to the task: `for_task(input_shape)` keeps only as many stride-2 steps as the
+input resolution allows (the feature map never drops below `min_feature_size`), dropping the
+earliest ones first, as CIFAR-sized variants of ImageNet networks do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eas.arch.genome import Arch, GenomeError, Head, Stage, Stem
+from eas.errors import UserError
+
+SPACES_DIR = Path(__file__).parent / "search_spaces"
+
+# YAML key -> genome field, for each part.
+STEM_FIELDS = {"width": "width", "kernel": "kernel", "stride": "stride", "act": "act"}
+STAGE_FIELDS = {"depth": "repeats", "kernel": "kernel", "stride": "stride", "expansion": "expansion",
+                "width": "width", "se": "se", "act": "act", "heads": "heads", "ffn": "ffn"}
+HEAD_FIELDS = {"width": "width", "hidden": "ffn", "act": "act", "dropout": "dropout"}
+
+
+class SpaceError(UserError, ValueError):
+    """A space that cannot be found or read; the message names the file and field."""
+
+
+def _choices(value: Any) -> list:
+    return list(value) if isinstance(value, list) else [value]
+
+
+@dataclass(frozen=True)
+class Space:
+    name: str
+    description: str
+    definition: dict  # the parsed file, kept so a study can store and rebuild the space
+    resolution: int | None = None
+
+    # -- parts of the definition -------------------------------------------------------
+    @property
+    def stages(self) -> list[dict]:
+        return self.definition["stages"]
+
+    @property
+    def min_feature_size(self) -> int:
+        return int(self.definition.get("min_feature_size", 3))
+
+    def for_task(self, input_shape: tuple[int, int, int]) -> Space:
+        return replace(self, resolution=min(input_shape[1:]))
+
+    # -- sampling ----------------------------------------------------------------------
+    def parameters(self) -> dict[str, list]:
+        """Every choice parameter with its fixed choice list, in sampling order (the training
+        hyperparameters of an optional `train:` section last, as `train.lr` and so on)."""
+        params = {}
+        for part, spec in [*self._specs(), ("train", self.definition.get("train") or {})]:
+            for key, value in spec.items():
+                if key != "kind" and isinstance(value, list) and len(value) > 1:
+                    params[f"{part}.{key}"] = value
+        return params
+
+    def training_of(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The training hyperparameters a candidate uses: the space's `train:` section with the
+        sampled choices (empty when the space has none)."""
+        section = self.definition.get("train") or {}
+        return {key: params.get(f"train.{key}", _choices(value)[0]) for key, value in section.items()}
+
+    def sample(self, trial) -> Arch:
+        """Draw an Arch through `trial.suggest_categorical`, one call per choice parameter."""
+        chosen = {name: trial.suggest_categorical(name, choices)
+                  for name, choices in self.parameters().items()}
+        return self.arch_from_params(chosen)
+
+    def arch_from_params(self, params: dict[str, Any]) -> Arch:
+        def pick(part: str, key: str, spec: dict):
+            name = f"{part}.{key}"
+            return params[name] if name in params else _choices(spec[key])[0]
+
+        specs = dict(self._specs())
+        stem = Stem(**{f: pick("stem", k, specs["stem"]) for k, f in STEM_FIELDS.items()
+                       if k in specs["stem"]})
+        stages = []
+        for index, spec in enumerate(self.stages, start=1):
+            part = f"stage{index}"
+            values = {f: pick(part, k, spec) for k, f in STAGE_FIELDS.items() if k in spec}
+            if values.get("repeats", 1) == 0:
+                continue
+            stages.append(Stage(kind=spec["kind"], **values))
+        head = Head(**{f: pick("head", k, specs["head"]) for k, f in HEAD_FIELDS.items()
+                       if k in specs["head"]})
+        return self.adapt(Arch(stem, tuple(stages), head))
+
+    def adapt(self, arch: Arch) -> Arch:
+        """Drop the earliest stride-2 steps that the task's resolution cannot afford."""
+        if self.resolution is None:
+            return arch
+        allowed = max(0, math.floor(math.log2(self.resolution / self.min_feature_size)))
+        strides = [arch.stem.stride] + [s.stride for s in arch.stages]
+        excess = sum(s == 2 for s in strides) - allowed
+        for i, stride in enumerate(strides):
+            if excess > 0 and stride == 2:
+                strides[i], excess = 1, excess - 1
+        return arch.with_strides(strides)
+
+    def params_of(self, arch: Arch) -> dict[str, Any] | None:
+        """The params that make this space produce `arch` (after adaptation), or None; training
+        hyperparameters take their first choice."""
+        target = self.adapt(arch)
+        names = self.parameters()
+        params: dict[str, Any] = {n: c[0] for n, c in names.items() if n.startswith("train.")}
+        for part, values in (("stem", {"width": target.stem.width, "kernel": target.stem.kernel,
+                                       "act": target.stem.act}),
+                             ("head", {"width": target.head.width, "hidden": target.head.ffn,
+                                       "act": target.head.act, "dropout": target.head.dropout})):
+            params.update({f"{part}.{k}": v for k, v in values.items() if f"{part}.{k}" in names})
+        stage_params = self._align(0, list(target.stages), names)
+        if stage_params is None:
+            return None
+        params.update(stage_params)
+        try:
+            return params if self.arch_from_params(params) == target else None
+        except GenomeError:
+            return None
+
+    def _align(self, index: int, stages: list[Stage], names: dict) -> dict | None:
+        """Match space stages from `index` on to `stages`, skipping depth-0 stages as needed."""
+        if index == len(self.stages):
+            return {} if not stages else None
+        spec, part = self.stages[index], f"stage{index + 1}"
+        if stages:
+            own = {f"{part}.{k}": getattr(stages[0], f) for k, f in STAGE_FIELDS.items()
+                   if f"{part}.{k}" in names}
+            if all(v in names[n] for n, v in own.items()):
+                rest = self._align(index + 1, stages[1:], names)
+                if rest is not None:
+                    return {**own, **rest}
+        if 0 in _choices(spec.get("depth", 1)):
+            rest = self._align(index + 1, stages, names)
+            if rest is not None:
+                skipped = {n: c[0] for n, c in names.items() if n.startswith(f"{part}.")}
+                return {**skipped, f"{part}.depth": 0, **rest}
+        return None
+
+    def _specs(self):
+        yield "stem", self.definition["stem"]
+        for index, spec in enumerate(self.stages, start=1):
+            yield f"stage{index}", spec
+        yield "head", self.definition["head"]
+
+    def extremes(self) -> tuple[Arch, Arch]:
+        """The smallest and the largest arch of the space.
+
+        Cost grows with every choice (depth, width, kernel, expansion, SE, heads, FFN), so
+        the arch of all minimal choices bounds MACs, params and memory from below.
+        """
+        low = {n: min(c, key=_order) for n, c in self.parameters().items()}
+        high = {n: max(c, key=_order) for n, c in self.parameters().items()}
+        return self.arch_from_params(low), self.arch_from_params(high)
+
+
+def _order(value: Any):
+    # Activations are not ordered by cost; keep their listed order (first is the minimum).
+    return value if isinstance(value, (int, float)) else 0
+
+
+def list_spaces() -> list[Space]:
+    return [load_space(path.stem) for path in sorted(SPACES_DIR.glob("*.yaml"))]
+
+
+def load_space(name_or_path: str | Path, input_shape: tuple[int, int, int] | None = None) -> Space:
+    """A built-in space by name (`mobile`) or a user's YAML file by path."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml") and not path.exists():
+        path = SPACES_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            known = ", ".join(p.stem for p in sorted(SPACES_DIR.glob("*.yaml")))
+            raise SpaceError(f"unknown space {str(name_or_path)!r} (available: {known}; "
+                             "or give the path of a .yaml space file)")
+    try:
+        definition = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise SpaceError(f"cannot read space file {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise SpaceError(f"space file {path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    space = space_from_definition(definition, source=str(path), default_name=path.stem)
+    return space.for_task(input_shape) if input_shape else space
+
+
+def space_from_definition(definition: Any, source: str = "space", default_name: str = "custom") -> Space:
+    """Validate a parsed space definition; errors name the file and the field."""
+    def fail(where: str, message: str):
+        raise SpaceError(f"{source}: {where}: {message}")
+
+    if not isinstance(definition, dict):
+        fail("top level", "expected a mapping with stem, stages and head")
+    for key in ("stem", "stages", "head"):
+        if key not in definition:
+            fail(key, "missing")
+    if not isinstance(definition["stages"], list) or not definition["stages"]:
+        fail("stages", "expected a non-empty list of stages")
+    _validate_training(definition.get("train"), fail)
+    parts = [("stem", definition["stem"], STEM_FIELDS, Stem)]
+    parts += [(f"stages[{i}]", spec, STAGE_FIELDS, Stage) for i, spec in enumerate(definition["stages"])]
+    parts.append(("head", definition["head"], HEAD_FIELDS, Head))
+    for where, spec, known, cls in parts:
+        _validate_part(where, spec, known, cls, fail)
+    name = str(definition.get("name", default_name))
+    return Space(name=name, description=str(definition.get("description", "")), definition=definition)
+
+
+TRAIN_FIELDS = {  # optional `train:` section: key -> (check, what it must be)
+    "lr": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 10 and v == v,
+           "a learning rate in (0, 10)"),
+    "weight_decay": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 10,
+                     "a weight decay in [0, 10)"),
+    "batch_size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 65536,
+                   "an integer batch size 2..65536"),
+}
+
+
+def _validate_training(section, fail) -> None:
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        fail("train", "expected a mapping of lr, weight_decay, batch_size")
+    for key, value in section.items():
+        if key not in TRAIN_FIELDS:
+            fail(f"train.{key}", f"unknown field (known: {', '.join(TRAIN_FIELDS)})")
+        if isinstance(value, list) and not value:
+            fail(f"train.{key}", "empty choice list")
+        check, what = TRAIN_FIELDS[key]
+        for choice in _choices(value):
+            if not check(choice):
+                fail(f"train.{key}", f"{choice!r} is not {what}")
+
+
+def _validate_part(where, spec, known, cls, fail) -> None:
+    if not isinstance(spec, dict):
+        fail(where, "expected a mapping of fields")
+    extra = {"kind"} if cls is Stage else set()
+    for key, value in spec.items():
+        if key not in known and key not in extra:
+            fail(f"{where}.{key}", f"unknown field (known: {', '.join(known)})")
+        if isinstance(value, list) and not value:
+            fail(f"{where}.{key}", "empty choice list")
+    if cls is Stage and spec.get("kind") not in ("ds", "ir", "la"):
+        fail(f"{where}.kind", f"must be ds, ir or la (got {spec.get('kind')!r})")
+    depths = _choices(spec.get("depth", 1))
+    if cls is Stage and 0 in depths and 2 in _choices(spec.get("stride", 1)):
+        fail(f"{where}.depth", "0 (skip the stage) is allowed only for stride-1 stages")
+    # Every value of every field must build, together with every value of the fields it
+    # interacts with (width x heads); other fields take their first choice.
+    keys = [k for k in spec if k != "kind"]
+    for key in keys:
+        partners = ["heads"] if key == "width" else ["width"] if key == "heads" else []
+        for value in _choices(spec[key]):
+            if key == "depth" and value == 0:
+                continue
+            for partner_values in product(*(_choices(spec[p]) for p in partners if p in spec)):
+                values = {known[k]: _choices(spec[k])[0] for k in keys}
+                values[known["depth"] if key == "depth" else known[key]] = value
+                for p, v in zip([p for p in partners if p in spec], partner_values, strict=True):
+                    values[known[p]] = v
+                if values.get("repeats") == 0:
+                    values["repeats"] = 1
+                try:
+                    cls(kind=spec["kind"], **values) if cls is Stage else cls(**values)
+                except (GenomeError, TypeError) as error:
+                    fail(f"{where}.{key}", str(error).split(": ", 1)[-1])

@@ -1,0 +1,162 @@
+"""Export a chosen architecture for training elsewhere.
+
+Writes, into a fresh folder (nothing is overwritten unless forced, and nothing is left half
+written: files go to a temporary folder that replaces the target at the end):
+- arch.json: genome, space, task shape, metrics with their sources, provenance, checks;
+- model.py: standalone PyTorch code (eas/blocks.py verbatim + this arch), needs only torch;
+- model.pt2: torch.export program (initial weights);
+- model.onnx: when the `export` extra is installed, checked against PyTorch with onnxruntime.
+Parameter and MAC counts of every artifact are checked against the numbers in the study.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from eas.arch.genome import Arch
+from eas.arch.profile import profile
+from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
+from eas.errors import UserError
+
+
+def load_standalone(path: Path):
+    """Import an exported model.py by path (as a user without EAS would)."""
+    spec = importlib.util.spec_from_file_location(f"eas_exported_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# What a previous export folder may hold: the export itself and what `eas train` adds to it.
+EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data", "model.int8.onnx",
+                "inherited.safetensors"}
+TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
+                 "report.json", "best.safetensors.partial", "model.safetensors.partial"}
+
+
+def _is_previous_export(folder: Path) -> bool:
+    names = {p.name for p in folder.iterdir()}
+    if "arch.json" not in names or not names <= EXPORT_FILES | TRAINED_FILES:
+        return False
+    try:
+        return json.loads((folder / "arch.json").read_text()).get("format") == ARCH_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def prepare_output(out: Path, force: bool) -> None:
+    """Refuse an output folder that cannot be written, or whose contents would be lost: without
+    --force only a new or empty folder; with --force also a folder holding a previous EAS
+    export and nothing else, never the current folder or one of its parents."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} exists and is not a folder")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise UserError(f"{out} exists and is not empty; use --force to replace a previous export")
+        if Path.cwd().resolve().is_relative_to(out.resolve()):
+            raise UserError(f"--force never replaces the current folder or one of its parents ({out})")
+        if not _is_previous_export(out):
+            raise UserError(f"--force replaces only a folder that holds a previous EAS export and nothing else; "
+                            f"{out} holds other files, so it was left untouched")
+    parent = out.resolve().parent
+    if not parent.exists():
+        raise UserError(f"folder {parent} does not exist")
+    try:
+        probe = tempfile.TemporaryDirectory(dir=parent, prefix=f".{out.name}.check-")
+        probe.cleanup()
+    except OSError as error:
+        raise UserError(f"cannot write to {parent}: {error.strerror}") from None
+
+
+def replace_folder(work: Path, out: Path) -> None:
+    """Put the finished `work` folder at `out`. A previous export is moved aside first and
+    removed only once the new one is in place; if that fails, it is put back."""
+    if not out.exists():
+        work.rename(out)
+        return
+    aside = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.previous-"))
+    aside.rmdir()
+    out.rename(aside)
+    try:
+        work.rename(out)
+    except OSError:
+        aside.rename(out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
+                 onnx: bool = True) -> dict:
+    """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
+    from eas.arch.bounds import check_buildable, check_classes, check_shape
+
+    prepare_output(out, force)
+    arch = Arch.decode(record.genome)
+    input_shape = check_shape(settings["input_shape"], "stored input shape")
+    num_classes = check_classes(settings["num_classes"], "stored number of classes")
+    check_buildable(arch, input_shape, num_classes)
+    stored = record.metrics
+    work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
+    try:
+        (work / "model.py").write_text(standalone_source(arch, input_shape, num_classes))
+        module = load_standalone(work / "model.py")
+        torch.manual_seed(0)
+        model = module.build_model().eval()
+        cost = profile(model, input_shape)
+        checks = {"params": cost.params, "macs": cost.macs}
+        if (cost.params, cost.macs) != (stored.get("params"), stored.get("macs")):
+            raise UserError(f"trial {record.number}: its genome builds {cost.params:,} params / {cost.macs:,} MACs, "
+                            f"but the study stored {stored.get('params')} / {stored.get('macs')}; not exported")
+        example = torch.randn(2, *input_shape)
+        checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
+        if onnx:
+            checks.update(export_onnx(model, example, work / "model.onnx"))
+        document = arch_document(record, settings, study_name, checks)
+        (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
+        replace_folder(work, out)
+        return document
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _export_pt2(model, example, path: Path) -> tuple[int, float]:
+    """Saves the program; returns its parameter count (buffers excluded) and the max output
+    difference of the reloaded program."""
+    program = torch.export.export(model, (example,))
+    torch.export.save(program, str(path))
+    reloaded = torch.export.load(str(path))
+    params = sum(reloaded.state_dict[name].numel() for name in reloaded.graph_signature.parameters)
+    with torch.no_grad():
+        return params, float((reloaded.module()(example) - model(example)).abs().max())
+
+
+def export_onnx(model, example, path: Path) -> dict:
+    try:
+        import onnxruntime
+        import onnxscript  # noqa: F401  (the torch.export-based ONNX exporter needs it)
+    except ImportError:
+        return {"onnx": "skipped: install the export extra (pip install 'eas[export]')"}
+    import logging
+
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
+                          dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False,
+                          external_data=False)  # one self-contained file (bounds keep it far below 2 GB)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    probe = torch.randn(3, *example.shape[1:])
+    with torch.no_grad():
+        expected = model(probe).numpy()
+    got = session.run(None, {"input": probe.numpy()})[0]
+    return {"onnx_max_abs_diff": float(abs(got - expected).max())}

@@ -1,0 +1,62 @@
+"""Inference measurements: latency (warm-up, repeats, median and spread) and energy per 1000
+samples over a window long enough for the meter's counter."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from eas.measure.energy import EnergyReading, Meter, measure_repeated
+
+
+@dataclass(frozen=True)
+class Latency:
+    batch: int
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    repeats: int
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def latency(model: nn.Module, input_shape: tuple[int, int, int], device: torch.device, batch: int = 1,
+            warmup: int = 3, repeats: int = 30, max_seconds: float = 0.5) -> Latency:
+    """Time `repeats` forward passes (fewer if they exceed `max_seconds`, at least 3)."""
+    model.eval()
+    x = torch.randn(batch, *input_shape, device=device).contiguous(memory_format=torch.channels_last)
+    for _ in range(warmup):
+        model(x)
+    _sync(device)
+    times, began = [], time.perf_counter()
+    while len(times) < repeats and (len(times) < 3 or time.perf_counter() - began < max_seconds):
+        start = time.perf_counter()
+        model(x)
+        _sync(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    deciles = statistics.quantiles(times, n=10) if len(times) >= 2 else times * 9
+    return Latency(batch, statistics.median(times), deciles[0], deciles[-1], len(times))
+
+
+@torch.no_grad()
+def inference_energy(model: nn.Module, input_shape: tuple[int, int, int], device: torch.device,
+                     meter: Meter, batch: int = 256, min_seconds: float = 0.2) -> EnergyReading:
+    """Energy per 1000 samples of batched inference, repeated until the window is long enough."""
+    model.eval()
+    x = torch.randn(batch, *input_shape, device=device).contiguous(memory_format=torch.channels_last)
+    model(x)  # warm-up outside the window
+
+    def work() -> int:
+        model(x)
+        return batch
+
+    reading, samples = measure_repeated(meter, work, min_seconds)
+    return EnergyReading(reading.joules * 1000 / samples, reading.seconds * 1000 / samples, reading.source)

@@ -1,0 +1,96 @@
+"""What the Pareto explorer shows, as plain functions over trial records (see eas.reports.front and
+eas.study.reader), so the explorer's numbers are the CLI's numbers and tests need no Streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from eas.objectives import OBJECTIVES
+from eas.reports.front import accuracy_interval, knee, pareto_front
+from eas.study import schema
+from eas.study.records import TrialRecord
+
+# Filters the explorer offers: metric -> label. Sliders over these shrink the front live.
+FILTER_METRICS = {"macs": "max MACs", "params": "max params", "latency_ms": "max latency (ms)",
+                  "inference_energy_j_per_1k": "max energy (J/1k)"}
+
+
+def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[dict]:
+    """Every trial with its state, Pareto membership and metrics: the data of every chart."""
+    front_records = pareto_front(records, objectives)
+    front = {r.number for r in front_records}
+    best = knee(front_records, objectives)
+    rows = []
+    for r in records:
+        m = r.metrics
+        rows.append({
+            "trial": r.number, "state": r.state, "pareto": r.number in front,
+            "knee": best is not None and r.number == best.number,
+            "role": "knee" if best is not None and r.number == best.number else
+                    "pareto" if r.number in front else r.state if r.state != "complete" else "dominated",
+            "genome": r.genome or "", "accuracy": _num(m.get("accuracy")), "macs": _num(m.get("macs")),
+            "params": _num(m.get("params")), "latency_ms": _num(m.get("latency_ms")),
+            "inference_energy_j_per_1k": _num(m.get("inference_energy_j_per_1k")),
+            "memory_bytes_inference": _num(m.get("memory_bytes_inference")),
+            "train_energy_j": _num(m.get("train_energy_j")), "energy_source": m.get("energy_source", ""),
+            "device": m.get("device", ""), "reason": r.reason or "",
+            "accuracy_low": accuracy_interval(m)[0], "accuracy_high": accuracy_interval(m)[1],
+            "rung": _reached(r),
+        })
+    return rows
+
+
+def _reached(record: TrialRecord) -> float:
+    rungs = record.attrs.get(schema.RUNGS) or []
+    return float(rungs[-1]["rung"]) if rungs else math.nan
+
+
+def rung_rows(record: TrialRecord) -> list[dict]:
+    """A trial's results rung by rung, with the decision taken after each."""
+    rows = []
+    for rung in record.attrs.get(schema.RUNGS) or []:
+        low, high = accuracy_interval(rung)
+        go_on = rung.get("go_on")
+        decision = ("top rung" if go_on is None or (go_on is False and rung.get("keep") is None) else
+                    "trained on" if go_on else "stopped")
+        if rung.get("position") is not None and rung.get("results") is not None:
+            decision += f" (rank {rung['position'] + 1} of {rung['results']})"
+        rows.append({"rung": rung["rung"], "steps": rung.get("steps"),
+                     "accuracy": f"{rung.get('accuracy', 0):.2%} [{low:.1%}, {high:.1%}]",
+                     "validation images": rung.get("val_images"), "decision": decision})
+    return rows
+
+
+def _num(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def front_of(records: list[TrialRecord], rows: list[dict], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """The Pareto set that trial_rows marked, as records in pareto_front's order, without
+    computing it again."""
+    on_front = {row["trial"] for row in rows if row["pareto"]}
+    return sorted((r for r in records if r.number in on_front), key=lambda r: -r.value(objectives[0]))
+
+
+def filtered_front(front: list[TrialRecord], limits: dict[str, float]) -> list[TrialRecord]:
+    """The Pareto set, keeping trials within every limit (metric -> maximum)."""
+    return [r for r in front
+            if all(r.metrics.get(metric) is not None and r.metrics[metric] <= limit
+                   for metric, limit in limits.items())]
+
+
+def objective_label(name: str) -> str:
+    objective = OBJECTIVES[name]
+    arrow = "↑" if objective.direction == "maximize" else "↓"
+    return f"{name} {arrow}" + (f" ({objective.unit})" if objective.unit else "")
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def markdown_text(text: object) -> str:
+    """A stored string made inert for Streamlit's Markdown: every special character escaped,
+    so a planted `![i](http://host/x.png)` is shown as text and no viewer's browser fetches it."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")

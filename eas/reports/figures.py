@@ -1,0 +1,92 @@
+"""Plotly figures of the explorer, built from eas.reports.explorer rows (plotly: the `ui` extra)."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from eas.objectives import OBJECTIVES
+
+# How each kind of trial looks: the front stands out, dominated trials fade, infeasible and
+# failed ones keep a distinct symbol so they are never mistaken for results.
+ROLE_STYLE = {
+    "knee": {"color": "#d62728", "symbol": "star", "symbol3d": "diamond", "size": 16, "opacity": 1.0},
+    "pareto": {"color": "#1f77b4", "symbol": "circle", "symbol3d": "circle", "size": 10, "opacity": 1.0},
+    "dominated": {"color": "#9aa5b1", "symbol": "circle", "symbol3d": "circle", "size": 7, "opacity": 0.35},
+    "infeasible": {"color": "#ff7f0e", "symbol": "x", "symbol3d": "x", "size": 7, "opacity": 0.5},
+    "stopped": {"color": "#17becf", "symbol": "triangle-right", "symbol3d": "diamond-open", "size": 7,
+                "opacity": 0.45},
+    "pruned": {"color": "#8c564b", "symbol": "triangle-down", "symbol3d": "square-open", "size": 7, "opacity": 0.4},
+    "failed": {"color": "#000000", "symbol": "x-thin-open", "symbol3d": "cross", "size": 7, "opacity": 0.4},
+}
+HOVER_FIELDS = ("trial", "accuracy", "accuracy_low", "accuracy_high", "rung", "macs", "params", "latency_ms",
+                "inference_energy_j_per_1k", "energy_source", "genome")
+
+
+def metric(name: str) -> str:
+    """Objective name -> the row field that holds it."""
+    return OBJECTIVES[name].metric if name in OBJECTIVES else name
+
+
+def _hover(rows: list[dict]) -> list[str]:
+    # Plotly renders a little HTML in hover text (links, bold): stored strings are escaped.
+    return ["<br>".join(f"{k}: {row[k]:.4g}" if isinstance(row[k], float) else f"{k}: {html.escape(str(row[k]))}"
+                        for k in HOVER_FIELDS) for row in rows]
+
+
+def _error_bars(rows: list[dict]) -> dict:
+    def gap(a, b):
+        return max(0.0, a - b) if a == a and b == b else 0.0
+
+    return {"type": "data", "symmetric": False, "thickness": 1, "width": 2,
+            "array": [gap(r["accuracy_high"], r["accuracy"]) for r in rows],
+            "arrayminus": [gap(r["accuracy"], r["accuracy_low"]) for r in rows]}
+
+
+def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, three_d: str | None = None) -> go.Figure:
+    """Scatter of all trials on two objectives (or three, in 3-D), front lines up in order."""
+    figure = go.Figure()
+    for role, style in ROLE_STYLE.items():
+        group = [r for r in rows if r["role"] == role and r[metric(x)] == r[metric(x)] and r[metric(y)] == r[metric(y)]]
+        if not group:
+            continue
+        marker = {"color": style["color"], "symbol": style["symbol3d" if three_d else "symbol"],
+                  "size": style["size"], "opacity": style["opacity"]}
+        if size and role in ("pareto", "knee", "dominated"):
+            values = [r[metric(size)] for r in group]
+            top = max((v for v in values if v == v), default=1.0) or 1.0
+            marker["size"] = [6 + 18 * (v / top if v == v else 0) for v in values]
+        common = {"name": role, "mode": "markers", "marker": marker, "text": _hover(group), "hoverinfo": "text"}
+        if three_d:
+            figure.add_trace(go.Scatter3d(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
+                                          z=[r[metric(three_d)] for r in group], **common))
+        else:
+            # The 95% interval of each validation accuracy, so that differences inside it read as ties.
+            bars = {axis: _error_bars(group) for axis, name in (("error_x", x), ("error_y", y)) if name == "accuracy"}
+            figure.add_trace(go.Scatter(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
+                                        **bars, **common))
+    if three_d:
+        figure.update_layout(scene={"xaxis_title": x, "yaxis_title": y, "zaxis_title": three_d})
+    else:
+        figure.update_layout(xaxis_title=x, yaxis_title=y)
+    figure.update_layout(height=520, legend_title_text="trials", margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    return figure
+
+
+def parallel_figure(rows: list[dict], objectives: tuple[str, ...]) -> go.Figure:
+    front = [r for r in rows if r["pareto"]]
+    dimensions = [{"label": name, "values": [r[metric(name)] for r in front]} for name in objectives]
+    return go.Figure(go.Parcoords(
+        line={"color": [r[metric(objectives[0])] for r in front], "colorscale": "Viridis", "showscale": True},
+        dimensions=dimensions))
+
+
+def history_figure(history: list[dict], x: str) -> go.Figure:
+    """Hypervolume against trials, wall time (seconds) or energy spent (J)."""
+    labels = {"trials": "trials finished", "seconds": "wall time (s)", "energy_j": "training energy spent (J)"}
+    figure = go.Figure(go.Scatter(x=[h[x] for h in history], y=[h["hypervolume"] for h in history],
+                                  mode="lines+markers", line={"shape": "hv"}))
+    figure.update_layout(xaxis_title=labels[x], yaxis_title="hypervolume (normalised)", height=320,
+                         margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    return figure

@@ -1,0 +1,244 @@
+"""Pure functions over a study's trial records: Pareto set, hypervolume, knee point, history.
+
+The CLI and the Streamlit explorer both show what these return, so both show the same numbers.
+Nothing here talks to a storage: records come from eas.study.reader.
+
+Hypervolume convention: every objective is turned into a minimised, normalised value —
+1 - accuracy for accuracy, value / reference for costs — so the fixed reference point is
+(1, ..., 1) and the hypervolume lies in [0, 1]. The cost references are the largest
+architecture of the space, measured when the study was created, times 1.1, or a constraint's
+limit where that is smaller.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eas.objectives import OBJECTIVES
+from eas.reports.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
+from eas.study import schema
+from eas.study.records import TrialRecord
+
+
+def spent_energy_j(record: TrialRecord) -> float:
+    """Training energy this trial cost the search: none when it reused another trial's result."""
+    if schema.CACHED_FROM in record.attrs:
+        return 0.0
+    value = record.metrics.get("train_energy_j")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+def minimised(records: list[TrialRecord], objectives: tuple[str, ...],
+              reference: dict[str, float] | None = None) -> np.ndarray:
+    """(n, d) matrix where smaller is better: -accuracy, or normalised as in the module doc."""
+    return minimised_values([r.metrics for r in records], objectives, reference)
+
+
+def feasible(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """Complete, feasible trials whose objective values are all finite."""
+    return [r for r in records if r.state == "complete"
+            and all(math.isfinite(r.value(o)) for o in objectives)]
+
+
+def accuracy_interval(metrics: dict) -> tuple[float, float]:
+    """The stored 95% interval of a validation accuracy; a point for results stored without one."""
+    accuracy = metrics.get("accuracy")
+    low, high = metrics.get("accuracy_low"), metrics.get("accuracy_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low <= high:
+        return float(low), float(high)
+    return (float(accuracy), float(accuracy)) if isinstance(accuracy, (int, float)) else (math.nan, math.nan)
+
+
+def tied_pareto_mask(records: list[TrialRecord], objectives: tuple[str, ...]) -> np.ndarray:
+    """Non-dominated records when accuracies whose 95% intervals overlap count as equal: a trial
+    is dominated by one that is no worse everywhere (overlapping accuracy = a tie) and better
+    somewhere (accuracy: the whole interval above). So a costlier model whose accuracy gain is
+    within the noise of validation leaves the front to the cheaper one.
+
+    j is dominated when some i with costs <= j's either (a) is cheaper somewhere and its interval
+    reaches j's (high_i >= low_j), or (b) lies wholly above it (low_i > high_j). The i with the
+    highest `high` (for a) or `low` (for b) among those costing no more than j is always on the
+    plain Pareto front of (that accuracy bound, costs), so j is compared with those fronts only:
+    O(n x front) instead of O(n^2) (10,000 trials: 0.2 s instead of 5 s)."""
+    costs = [o for o in objectives if OBJECTIVES[o].direction == "minimize"]
+    points = minimised(records, tuple(costs))
+    if "accuracy" not in objectives:
+        return pareto_mask(points)
+    intervals = np.array([accuracy_interval(r.metrics) for r in records]).reshape(len(records), 2)
+    low, high = intervals[:, 0], intervals[:, 1]
+    dominated = np.zeros(len(records), dtype=bool)
+    for bound in (high, low):
+        front = np.flatnonzero(pareto_mask(np.column_stack([-bound, points])))
+        for start in range(0, len(records), 1024):
+            block = slice(start, start + 1024)
+            cost_le = np.all(points[None, front] <= points[block, None], axis=2)  # [j, f]
+            if bound is high:
+                cheaper = np.any(points[None, front] < points[block, None], axis=2)
+                found = cost_le & cheaper & (high[None, front] >= low[block, None])
+            else:
+                found = cost_le & (low[None, front] > high[block, None])
+            dominated[block] |= found.any(axis=1)
+    return ~dominated
+
+
+def pareto_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """The Pareto set of the complete feasible trials, accuracy ties within their 95% intervals."""
+    candidates = feasible(records, objectives)
+    mask = tied_pareto_mask(candidates, objectives)
+    return sorted((r for r, keep in zip(candidates, mask, strict=True) if keep),
+                  key=lambda r: -r.value(objectives[0]))
+
+
+def rank_agreement(records: list[TrialRecord]) -> list[dict]:
+    """How well each rung ranks candidates like the next one: Kendall's tau between the
+    accuracies at rung k and rung k+1, over the trials that reached both (the promoted ones)."""
+    pairs: dict[int, list[tuple[float, float]]] = {}
+    for record in records:
+        if record.state in ("failed", "broken") or schema.CACHED_FROM in record.attrs:
+            continue
+        by_rung = {r["rung"]: r.get("accuracy") for r in record.attrs.get(schema.RUNGS) or []}
+        for rung, accuracy in by_rung.items():
+            following = by_rung.get(rung + 1)
+            if isinstance(accuracy, (int, float)) and isinstance(following, (int, float)):
+                pairs.setdefault(rung, []).append((accuracy, following))
+    result = []
+    for rung in sorted(pairs):
+        values = np.array(pairs[rung])
+        tau = kendall_tau(values[:, 0], values[:, 1]) if len(values) >= 3 else math.nan
+        result.append({"from_rung": rung, "to_rung": rung + 1, "trials": len(values),
+                       "kendall_tau": None if not math.isfinite(tau) else float(tau)})
+    return result
+
+
+def hypervolume(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> float:
+    """Normalised hypervolume of the feasible trials against the fixed reference point."""
+    return hypervolume_of_points(minimised(feasible(records, objectives), objectives, reference))
+
+
+def knee(front: list[TrialRecord], objectives: tuple[str, ...]) -> TrialRecord | None:
+    """The front point closest to the ideal point after min-max scaling each objective:
+    the balanced trade-off, where improving one objective starts to cost most in the others."""
+    if not front:
+        return None
+    points = minimised(front, objectives)
+    low, high = points.min(axis=0), points.max(axis=0)
+    scaled = (points - low) / np.where(high > low, high - low, 1.0)
+    return front[int(np.argmin(np.linalg.norm(scaled, axis=1)))]
+
+
+def hypervolume_history(records: list[TrialRecord], objectives: tuple[str, ...],
+                        reference: dict[str, float], max_points: int | None = None) -> list[dict]:
+    """Hypervolume after each finished trial (or, with `max_points`, after every k-th and the
+    last), with the wall time and energy spent so far. The front grows trial by trial, so the
+    cost follows the number of points drawn, not trials x trials."""
+    finished = sorted((r for r in records if r.finished is not None), key=lambda r: r.finished)
+    if not finished:
+        return []
+    step = 1 if not max_points else len(finished) // max_points + 1
+    start = min(r.started or r.finished for r in finished)
+    history, energy, hv = [], 0.0, 0.0
+    front, grown = np.zeros((0, len(objectives))), False
+    for index, record in enumerate(finished):
+        energy += spent_energy_j(record)
+        if feasible([record], objectives):
+            front, grown = np.vstack([front, minimised([record], objectives, reference)]), True
+        if index % step and index != len(finished) - 1:
+            continue
+        if grown:
+            front, grown = front[pareto_mask(front)], False
+            hv = hypervolume_of_points(front)
+        history.append({"trial": record.number, "trials": index + 1, "seconds": record.finished - start,
+                        "energy_j": energy, "hypervolume": hv})
+    return history
+
+
+PICKS = ("knee", "most-accurate", "smallest")
+
+
+def select_trial(records: list[TrialRecord], objectives: tuple[str, ...], trial: int | None = None,
+                 pick: str | None = None, limits=None) -> TrialRecord:
+    """The trial to export: by number, or picked from the Pareto set after applying `limits`
+    (an eas.objectives.Constraints): its knee, its most accurate or its smallest (fewest MACs)."""
+    from eas.errors import UserError
+
+    if trial is not None:
+        match = [r for r in records if r.number == trial]
+        if not match:
+            raise UserError(f"no trial {trial} in this study (trials 0..{len(records) - 1})")
+        if match[0].state != "complete":
+            raise UserError(f"trial {trial} is {match[0].state}" + (f" ({match[0].reason})" if match[0].reason else "")
+                            + "; export a complete, feasible trial")
+        return match[0]
+    if pick not in PICKS:
+        raise UserError(f"unknown pick {pick!r} (known: {', '.join(PICKS)})")
+    front = pareto_front(records, objectives)
+    if limits is not None:
+        front = [r for r in front if all(v <= 0 for v in limits.violations(r.metrics).values())]
+    if not front:
+        raise UserError("no complete, feasible trial" + (" within these limits" if limits else "") + " to pick from")
+    if pick == "knee":
+        return knee(front, objectives)
+    if pick == "most-accurate":
+        return max(front, key=lambda r: (r.metrics.get("accuracy", 0), -r.metrics.get("macs", 0)))
+    return min(front, key=lambda r: (r.metrics.get("macs", 0), -r.metrics.get("accuracy", 0)))
+
+
+def rung_counts(records: list[TrialRecord]) -> list[dict]:
+    """Per rung: how many candidates finished it, and how many of those trained on."""
+    counts: dict[int, dict] = {}
+    for record in records:
+        if record.state in ("failed", "broken") or schema.CACHED_FROM in record.attrs:
+            continue
+        for rung in record.attrs.get(schema.RUNGS) or []:
+            entry = counts.setdefault(rung["rung"], {"rung": rung["rung"], "finished": 0, "trained_on": 0,
+                                                     "steps": rung.get("steps")})
+            entry["finished"] += 1
+            entry["trained_on"] += bool(rung.get("go_on"))
+    return [counts[k] for k in sorted(counts)]
+
+
+def footprint(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> dict:
+    """What the whole search cost: wall time from its first trial to its last, the time and
+    energy of all evaluations (reused results not counted again), with the energy's source,
+    and hypervolume per kWh."""
+    finished = [r for r in records if r.finished is not None and r.started is not None]
+    evaluated = [r for r in records if schema.CACHED_FROM not in r.attrs and r.state != "broken"]
+    energy = sum(float(r.metrics.get("evaluate_energy_j") or spent_energy_j(r)) for r in evaluated
+                 if isinstance(r.metrics.get("evaluate_energy_j") or 0.0, (int, float)))
+    seconds = sum(float(r.metrics.get("evaluate_seconds") or 0.0) for r in evaluated
+                  if isinstance(r.metrics.get("evaluate_seconds") or 0.0, (int, float)))
+    sources = sorted({str(r.metrics.get("energy_source")) for r in evaluated if r.metrics.get("energy_source")})
+    kwh = energy / 3.6e6
+    hv = hypervolume(records, objectives, reference)
+    return {"wall_seconds": (max(r.finished for r in finished) - min(r.started for r in finished)) if finished
+            else 0.0, "evaluate_seconds": seconds, "energy_j": energy, "energy_kwh": kwh,
+            "energy_source": ", ".join(sources) or "-", "hypervolume": hv,
+            "hypervolume_per_kwh": hv / kwh if kwh > 0 else None}
+
+
+def time_split_total(records: list[TrialRecord]) -> dict[str, float]:
+    """Seconds per phase of evaluation (training, validation, ...) summed over the trials."""
+    total: dict[str, float] = {}
+    for record in records:
+        if schema.CACHED_FROM in record.attrs:
+            continue
+        split = record.metrics.get("time_split")
+        if isinstance(split, dict):
+            for phase, seconds in split.items():
+                if isinstance(seconds, (int, float)) and math.isfinite(seconds):
+                    total[str(phase)] = total.get(str(phase), 0.0) + float(seconds)
+    return total
+
+
+def trial_summary(record: TrialRecord) -> dict:
+    """One trial in brief, for `eas show --json`: its state, the rung it reached, and its
+    accuracy at each rung."""
+    rungs = record.attrs.get(schema.RUNGS) or []
+    return {"trial": record.number, "state": record.state, "genome": record.genome,
+            "rung": rungs[-1]["rung"] if rungs else None,
+            "rungs": [{k: r.get(k) for k in ("rung", "steps", "accuracy", "accuracy_low", "accuracy_high",
+                                             "val_images", "go_on", "position", "results")} for r in rungs],
+            "accuracy": record.metrics.get("accuracy"), "reason": record.reason,
+            "reused_from": record.attrs.get(schema.CACHED_FROM)}

@@ -1,0 +1,213 @@
+"""Pure text renderings of profiles and metrics for the CLI (no torch import)."""
+
+from __future__ import annotations
+
+from eas.units import human, human_bytes, printable, table
+
+
+def profile_lines(arch, cost) -> list[str]:
+    """Header figures plus the per-layer table of a cost profile."""
+    c, h, w = cost.input_shape
+    lines = [
+        f"genome   {arch.encode()}",
+        f"hash     {arch.canonical_hash()}",
+        f"input    {c}x{h}x{w}, batch {cost.batch_size}",
+        f"params   {cost.params:,} ({human(cost.params)})",
+        f"MACs     {cost.macs:,} ({human(cost.macs)}; conv + linear + matmul multiply-adds)",
+        f"FLOPs    {cost.flops:,} ({human(cost.flops)}; = 2 x MACs)",
+        f"memory   inference {human_bytes(cost.memory_bytes_inference)}, "
+        f"training {human_bytes(cost.memory_bytes_training)} (estimated: fp32 weights, "
+        "AdamW state, activations)",
+        "",
+    ]
+    rows = [[layer.name, layer.kind, "x".join(map(str, layer.output_shape)) or "-",
+             f"{layer.params:,}", f"{layer.macs:,}"] for layer in cost.layers]
+    rows.append(["total", "", "", f"{cost.params:,}", f"{cost.macs:,}"])
+    lines.append(table(rows, ["layer", "type", "output", "params", "MACs"]))
+    return lines
+
+
+def energy_text(joules: float, source: str) -> str:
+    """Every energy figure says where it came from."""
+    return f"{joules:.3g} J ({source})"
+
+
+def metrics_lines(m) -> list[str]:
+    """The evaluation of one candidate, as the CLI prints it."""
+    lines = [
+        f"genome      {m.genome}",
+        f"status      {m.status}" + (f" ({m.reason})" if m.reason else ""),
+        f"accuracy    {m.accuracy:.2%} (validation, loss {m.val_loss:.3f})",
+        f"params      {m.params:,}",
+        f"MACs        {m.macs:,} ({human(m.macs)})",
+        f"latency     {m.latency_ms:.2f} ms at batch 1 (p10 {m.latency_ms_p10:.2f}, p90 {m.latency_ms_p90:.2f}); "
+        f"{m.latency_batch_ms:.2f} ms at batch {m.latency_batch}",
+        f"training    {m.train_seconds:.1f} s, {m.train_steps} steps, {m.train_images:,} images, "
+        f"{m.precision or '-'} on {m.device}",
+        f"energy      training {energy_text(m.train_energy_j, m.energy_source)}; inference "
+        f"{energy_text(m.inference_energy_j_per_1k, m.energy_source)} per 1000 samples",
+    ]
+    if m.energy_source == "estimated":
+        lines.append("            estimated: no energy counter was readable"
+                     + (f" ({m.energy_note})" if m.energy_note else ""))
+    return lines
+
+
+def pareto_rows(front, knee_record) -> list[list]:
+    """Rows of the Pareto table: the knee point is marked with '*'."""
+    rows = []
+    for r in front:
+        m = r.metrics
+        energy = m.get("inference_energy_j_per_1k")
+        rows.append([
+            f"{r.number}{'*' if knee_record is not None and r.number == knee_record.number else ''}",
+            accuracy_text(m), human(m.get("macs", 0)), human(m.get("params", 0)),
+            f"{energy:.3g} J/1k ({m.get('energy_source', '?')})" if energy is not None else "-",
+            f"{m.get('latency_ms', 0):.2f} ms", r.genome or "",
+        ])
+    return rows
+
+
+PARETO_HEADERS = ["trial", "accuracy (95% CI)", "MACs", "params", "energy", "latency", "genome"]
+
+
+def accuracy_text(metrics: dict) -> str:
+    """85.20% +-0.90: the validation accuracy with the half-width of its 95% interval."""
+    from eas.reports.front import accuracy_interval
+
+    accuracy = metrics.get("accuracy") or 0.0
+    low, high = accuracy_interval(metrics)
+    half = (high - low) / 2 if high == high else 0.0
+    return f"{accuracy:.2%} ±{half:.2%}" if half else f"{accuracy:.2%}"
+
+
+def split_text(split: dict[str, float]) -> str:
+    total = sum(split.values())
+    if not total:
+        return "-"
+    return ", ".join(f"{phase} {seconds / total:.0%}" for phase, seconds in
+                     sorted(split.items(), key=lambda item: -item[1]) if seconds / total >= 0.005)
+
+
+def fidelity_lines(settings: dict, records) -> list[str]:
+    """The rungs of a multi-fidelity study, how many reached each, and how well each ranks."""
+    from eas.reports.front import rank_agreement, rung_counts
+
+    ladder = settings.get("multi_fidelity") or {}
+    if not ladder:
+        return []
+    counts = {c["rung"]: c for c in rung_counts(records)}
+    agreement = {a["from_rung"]: a for a in rank_agreement(records)}
+    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}): "
+             + ", ".join(f"rung {k} at {steps} steps: {counts.get(k, {}).get('finished', 0)} finished"
+                         for k, steps in enumerate(ladder["steps"]))]
+    for k in range(len(ladder["steps"]) - 1):
+        entry = agreement.get(k)
+        tau = entry["kendall_tau"] if entry else None
+        lines.append(f"            rung {k} -> {k + 1}: Kendall tau "
+                     + (f"{tau:+.2f} over {entry['trials']} promoted trials" if tau is not None
+                        else "not yet measured (fewer than 3 promoted trials)"))
+    return lines
+
+
+def footprint_lines(spent: dict, records) -> list[str]:
+    """`spent`: eas.reports.front.footprint of the records."""
+    from eas.reports.front import time_split_total
+    from eas.units import format_duration
+
+    per_kwh = spent["hypervolume_per_kwh"]
+    return [f"footprint   {format_duration(spent['wall_seconds'])} wall, evaluations "
+            f"{format_duration(spent['evaluate_seconds'])}, {spent['energy_kwh']:.3g} kWh ({spent['energy_source']})"
+            + (f"; hypervolume per kWh {per_kwh:,.1f}" if per_kwh else ""),
+            f"time split  {split_text(time_split_total(records))}"]
+
+
+def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
+    """What `eas show STUDY` prints: the study, its counts, hypervolume and Pareto set."""
+    from eas.reports.front import footprint, knee, pareto_front
+    from eas.study.records import counts
+
+    c = counts(records)
+    spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
+    front = pareto_front(records, objectives)
+    knee_record = knee(front, objectives)
+    fidelity = settings.get("fidelity", {})
+    lines = [
+        printable(f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
+                  f"sampler {settings.get('sampler')}"),
+        f"objectives  {', '.join(objectives)}"
+        + (f"; constraints {settings['constraints']}" if settings.get("constraints") else ""),
+        f"fidelity    {fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
+        f"batch {fidelity.get('batch_size')}",
+        "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
+        *fidelity_lines(settings, records),
+        f"hypervolume {spent['hypervolume']:.4f} (normalised; reference point: "
+        "accuracy 0 and the space's largest arch x 1.1, or the constraint limit)",
+        *footprint_lines(spent, records),
+        "",
+        f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off; accuracies whose 95% "
+        "intervals overlap count as ties):",
+        table(pareto_rows(front, knee_record), PARETO_HEADERS) if front else "  (no complete feasible trial yet)",
+    ]
+    sources = {r.metrics.get("energy_source") for r in front}
+    if "estimated" in sources:
+        lines.append("energy: estimated from CPU time x watts per core (no energy counter was readable)")
+    return lines
+
+
+def run_lines(summary, budget, records, objectives, reference) -> list[str]:
+    """The end-of-run summary: how the budget was spent."""
+    from eas.reports.front import hypervolume, pareto_front
+    from eas.study.records import counts
+    from eas.units import format_duration
+
+    c = counts(records)
+    wall = summary.wall_seconds
+    spent = summary.evaluate_seconds
+    share = spent / wall if wall else 0.0
+    limit = f"budget {format_duration(budget.seconds)}" if budget.seconds else f"{budget.trials} trials"
+    refused = sum(summary.refused.values())
+    return [
+        f"stopped     {summary.stopped} ({limit}; ran {format_duration(wall)})",
+        f"this run    {summary.trials} trials, {summary.cached} reused from identical genomes; "
+        f"evaluating candidates {format_duration(spent)} ({share:.0%} of the time)",
+        f"            time per phase: {split_text(summary.time_split)}",
+        f"proposals   {refused} refused before becoming trials"
+        + (f" ({', '.join(f'{n} {reason}' for reason, n in summary.refused.items())})" if refused else ""),
+        "study       " + ", ".join(f"{v} {k}" for k, v in c.items() if v)
+        + f"; Pareto set {len(pareto_front(records, objectives))}, "
+          f"hypervolume {hypervolume(records, objectives, reference):.4f}",
+    ]
+
+
+def verification_lines(result: dict) -> list[str]:
+    """What `eas verify` found: rank agreement, seed spread, and who held their place."""
+    from eas.units import format_duration
+
+    tau = result.get("kendall_tau")
+    lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:g}x the "
+             f"full fidelity), {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
+             "rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
+             f"held        {result['held']} of {result['of']} members kept their place on the Pareto set", ""]
+    rows = [[str(r["trial"]), f"{r['search_accuracy']:.2%}", f"{r['verified_accuracy']:.2%}",
+             f"{r['verified_accuracy'] - r['search_accuracy']:+.2%}",
+             f"{r['seed_spread']:.2%}" if r.get("seed_spread") is not None else "-",
+             "yes" if r["held_place"] else "no", r["genome"]] for r in result["members"]]
+    lines.append(table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "genome"]))
+    return lines
+
+
+def study_rows(listed: list[dict], now: float) -> list[dict]:
+    """`eas studies` and the explorer's Studies page: one plain row per study of list_studies."""
+    from eas.study.queue import budget_text
+
+    rows = []
+    for row in listed:
+        if not row["study"]:
+            continue
+        queue = row["queue"]
+        rows.append({k: row[k] for k in ("study", "space", "data", "objectives", "started", "trials", "storage")}
+                    | {"state": queue.state_text(now), "workers": sorted(queue.workers),
+                       "budget": budget_text(queue.run, queue.counted, now) or (queue.problem or ""),
+                       "priority": queue.run.priority if queue.run else ""} | row["counts"])
+    return rows

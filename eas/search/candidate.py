@@ -1,0 +1,200 @@
+"""Arch + task + fidelity -> Metrics. Pure: no Optuna inside, so the CLI, the search and the
+tests all measure a candidate the same way.
+
+Cheap things first: the counted costs come before anything runs, and a candidate that breaks
+a constraint is returned as infeasible without being trained. A `Candidate` is trained in
+segments (the rungs of a multi-fidelity search continue each other's weights) and validated
+after each; inference energy is measured on the validation pass itself, and latency once per
+candidate, so that training is most of what a candidate costs. Each phase's time is kept.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from eas.arch.builder import build
+from eas.arch.counting import arch_cost
+from eas.arch.genome import Arch
+from eas.data.datasets import Dataset
+from eas.measure.device import device_label, resolve_device
+from eas.measure.energy import make_meter
+from eas.measure.inference import latency
+from eas.objectives import Constraints
+from eas.training.proxy import Fidelity, train
+from eas.training.step import evaluate_accuracy
+
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Metrics:
+    genome: str
+    status: str  # "ok" | "infeasible" | "diverged"
+    params: int
+    macs: int
+    flops: int
+    memory_bytes_inference: int
+    memory_bytes_training: int
+    latency_ms: float
+    latency_ms_p10: float
+    latency_ms_p90: float
+    latency_batch: int
+    latency_batch_ms: float
+    accuracy: float = 0.0
+    accuracy_low: float = 0.0  # 95% Wilson interval of the validation accuracy
+    accuracy_high: float = 0.0
+    val_images: int = 0
+    val_loss: float = float("nan")
+    train_seconds: float = 0.0
+    train_steps: int = 0
+    train_images: int = 0
+    train_energy_j: float = 0.0
+    inference_energy_j_per_1k: float = float("nan")
+    evaluate_energy_j: float = 0.0  # everything this evaluation cost: training, validation, timing
+    energy_source: str = ""
+    energy_note: str | None = None  # why an estimate was used, or that the machine was busy
+    device: str = ""
+    precision: str = ""
+    reason: str | None = None
+    violations: dict = field(default_factory=dict)
+    fidelity: dict = field(default_factory=dict)
+    evaluate_seconds: float = 0.0
+    time_split: dict = field(default_factory=dict)  # phase -> seconds
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def wilson_interval(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion (sound near 0 and 1, unlike +-2 SE)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def counted_metrics(arch: Arch, task: Dataset, batch_size: int) -> dict:
+    """Costs known from the genome alone (no model is built)."""
+    cost = arch_cost(arch, task.input_shape, task.num_classes)
+    return {"params": cost.params, "macs": cost.macs, "flops": 2 * cost.macs,
+            "memory_bytes_inference": cost.memory_bytes_inference,
+            # activations kept for backward grow with the batch (estimated as eas.arch.profile.Profile does)
+            "memory_bytes_training": 16 * cost.params + 4 * cost.kept_for_backward * batch_size}
+
+
+class Candidate:
+    """One candidate under evaluation: built once, timed once, trained and validated in segments."""
+
+    def __init__(self, arch: Arch, task: Dataset, fidelity: Fidelity, device: str = "auto", seed: int = 0,
+                 meter: str = "auto"):
+        self.began = time.perf_counter()
+        self.arch, self.task, self.fidelity, self.seed = arch, task, fidelity, seed
+        self.device = resolve_device(device)
+        self.meter, self.energy_note = make_meter(meter, cuda=self.device.type == "cuda")
+        self.split = dict.fromkeys(("build", "latency", "training", "recalibration", "validation"), 0.0)
+        self.energy_j = 0.0
+        self.train = {"seconds": 0.0, "steps": 0, "images": 0, "energy_j": 0.0, "precision": ""}
+        started = time.perf_counter()
+        torch.manual_seed(seed)
+        self.model = build(arch, task.input_shape, task.num_classes).to(self.device)
+        self.model = self.model.to(memory_format=torch.channels_last)
+        self.split["build"] = time.perf_counter() - started
+        self.metrics = dict(
+            genome=arch.encode(), **counted_metrics(arch, task, fidelity.batch_size),
+            latency_ms=math.nan, latency_ms_p10=math.nan, latency_ms_p90=math.nan, latency_batch=32,
+            latency_batch_ms=math.nan, device=device_label(self.device), fidelity=fidelity.to_dict(),
+            energy_source=self.meter.source, energy_note=self.energy_note,
+        )
+
+    def _metered(self, phase: str, work):
+        token, started = self.meter.start(), time.perf_counter()
+        result = work()
+        reading = self.meter.stop(token)
+        self.split[phase] += time.perf_counter() - started
+        self.energy_j += reading.joules
+        if reading.note:  # keep why the energy is estimated; add that the machine was busy
+            self.metrics["energy_note"] = "; ".join(filter(None, (self.energy_note, reading.note)))
+        return result, reading
+
+    def measure_latency(self) -> None:
+        """Median latency at batch 1 (and at batch 32), once per candidate."""
+        def work():
+            single = latency(self.model, self.task.input_shape, self.device, batch=1, repeats=20, max_seconds=0.15)
+            batched = latency(self.model, self.task.input_shape, self.device, batch=32, warmup=1, repeats=3)
+            return single, batched
+
+        (single, batched), _ = self._metered("latency", work)
+        self.metrics.update(latency_ms=single.median_ms, latency_ms_p10=single.p10_ms, latency_ms_p90=single.p90_ms,
+                            latency_batch_ms=batched.median_ms)
+
+    def train_segment(self, steps: int, segment: int = 0, deadline: float | None = None,
+                      recalibration_images: int = 1024):
+        """`steps` more optimiser steps from the current weights; returns the TrainResult."""
+        result, reading = self._metered("training", lambda: train(
+            self.model, self.task.train_x, self.task.train_y, self.fidelity, self.device, self.seed, deadline,
+            steps=steps, segment=segment, recalibration_images=recalibration_images))
+        self.split["training"] -= result.recalibration_seconds
+        self.split["recalibration"] += result.recalibration_seconds
+        self.train.update(seconds=self.train["seconds"] + result.seconds, steps=self.train["steps"] + result.steps,
+                          images=self.train["images"] + result.images,
+                          energy_j=self.train["energy_j"] + reading.joules, precision=result.precision)
+        return result
+
+    def validate(self, images: int | None = None) -> dict:
+        """Accuracy with its 95% interval on the first `images` validation images (all when None),
+        and inference energy per 1000 samples measured on that same pass."""
+        x, y = self.task.val_x, self.task.val_y
+        if images is not None:
+            x, y = x[:images], y[:images]
+        min_window = self.meter.min_window_s
+
+        def work():
+            accuracy, loss = evaluate_accuracy(self.model, x, y, self.device)
+            samples, started = len(y), time.perf_counter()
+            while time.perf_counter() - started < min_window:  # a counter needs a long enough window
+                evaluate_accuracy(self.model, x[:256], y[:256], self.device)
+                samples += min(256, len(y))
+            return accuracy, loss, samples
+
+        (accuracy, loss, samples), reading = self._metered("validation", work)
+        low, high = wilson_interval(round(accuracy * len(y)), len(y))
+        return {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high, "val_images": len(y),
+                "val_loss": loss, "inference_energy_j_per_1k": reading.joules * 1000 / samples}
+
+    def result(self, status: str, reason: str | None = None, violations: dict | None = None,
+               validation: dict | None = None) -> Metrics:
+        split = {k: round(v, 4) for k, v in self.split.items()}
+        total = time.perf_counter() - self.began
+        split["other"] = round(max(0.0, total - sum(self.split.values())), 4)
+        return Metrics(status=status, reason=reason, violations=violations or {}, **(validation or {}),
+                       train_seconds=self.train["seconds"], train_steps=self.train["steps"],
+                       train_images=self.train["images"], train_energy_j=self.train["energy_j"],
+                       precision=self.train["precision"], evaluate_energy_j=self.energy_j,
+                       evaluate_seconds=total, time_split=split, **self.metrics)
+
+
+def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), device: str = "auto",
+             seed: int = 0, meter: str = "auto", constraints: Constraints | None = None,
+             deadline: float | None = None) -> Metrics:
+    """Count, time and (if feasible) train `arch` on `task` at one fidelity; energy throughout."""
+    arch = Arch.decode(arch) if isinstance(arch, str) else arch
+    candidate = Candidate(arch, task, fidelity, device, seed, meter)
+    violations = constraints.violations(candidate.metrics) if constraints else {}
+    if any(v > 0 for v in violations.values()):  # counted costs: infeasible in milliseconds
+        return candidate.result("infeasible", "violates " + ", ".join(k for k, v in violations.items() if v > 0),
+                                violations)
+    candidate.measure_latency()
+    violations = constraints.violations(candidate.metrics) if constraints else {}
+    if any(v > 0 for v in violations.values()):
+        return candidate.result("infeasible", "violates " + ", ".join(k for k, v in violations.items() if v > 0),
+                                violations)
+    trained = candidate.train_segment(fidelity.total_steps(len(task.train_y)), deadline=deadline)
+    if trained.diverged:
+        return candidate.result("diverged", trained.diverged, violations)
+    return candidate.result("ok", violations=violations, validation=candidate.validate())

@@ -1,0 +1,146 @@
+"""`eas worker --storage URL` without --study: one process serving every open study of a storage.
+
+Before each trial the worker reads the queue (a few SQL queries, whatever the studies' sizes),
+picks a study (eas.study.queue.pick: priority, then fair share, then age) and runs one trial
+of it within the study's remaining budget; so budgets hold across workers, a new study gets
+its share at once, and a stopped one is left after the trial in flight. A worker keeps what it
+needs per study (the Optuna study, the incremental live view, the sampler, the dataset) and
+exits when nothing is left, or waits for more with --wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eas.errors import UserError
+
+WAIT_POLL_SECONDS = 5.0
+
+
+@dataclass
+class Served:
+    """What a context needs to run trials of one study in this process."""
+
+    study: object
+    settings: object
+    space: object
+    task: object
+    live: object
+    sampler: object
+    snapshots: object
+
+
+@dataclass
+class PoolSummary:
+    trials: dict[str, int] = field(default_factory=dict)  # study -> trials this worker ran
+    skipped: dict[str, str] = field(default_factory=dict)  # study -> why this worker cannot serve it
+    stopped: str = ""  # nothing-left | budget | trials | interrupted
+
+
+class Pool:
+    def __init__(self, url: str, heartbeat: int, trial_timeout: float, seed: int,
+                 echo: Callable[[str], None] = lambda line: None):
+        from eas.study.storage import harden_sqlite, open_storage
+
+        self.url, self.trial_timeout, self.seed, self.echo = url, trial_timeout, seed, echo
+        self.storage = open_storage(url, heartbeat=heartbeat)  # one engine for every study served
+        harden_sqlite(self.storage)
+        self.served: dict[str, Served] = {}
+        self.tasks: dict[tuple, object] = {}  # (data, seed) -> loaded dataset, shared by studies
+
+    def _serve(self, name: str) -> Served:
+        import optuna
+
+        from eas.arch.space import space_from_definition
+        from eas.data.datasets import load_dataset
+        from eas.search.live_view import LiveStudy
+        from eas.search.loop import _engine_of, make_sampler
+        from eas.study.reader import StudyReader
+        from eas.study.schema import SearchSettings
+        from eas.study.snapshots import Snapshots
+
+        if name not in self.served:
+            reader = StudyReader(self.url, name)
+            settings = SearchSettings.from_dict(reader.settings, name)
+            key = (settings.data, settings.seed)
+            if key not in self.tasks:
+                self.tasks[key] = load_dataset(settings.data, seed=settings.seed)
+            task = self.tasks[key]
+            space = space_from_definition(settings.space, source=f"study {name}").for_task(task.input_shape)
+            study = optuna.load_study(study_name=name, storage=self.storage)
+            live = LiveStudy(reader, settings.objectives, reader.reference)
+            sampler = make_sampler(settings, space, task, live, self.seed)
+            self.served[name] = Served(study, settings, space, task, live, sampler,
+                                       Snapshots(_engine_of(study), name))
+        return self.served[name]
+
+    def _queue(self, tries: int = 5) -> list:
+        """The queue entries of the storage; a read that fails (a dropped connection) is retried
+        before it becomes an error, so a blip of the server does not end the worker. A storage
+        without EAS tables is an answer, not a blip: not retried."""
+        from eas.study.reader import NoSuchStudy, queue_entries
+
+        for attempt in range(1, tries):
+            try:
+                return queue_entries(self.url)
+            except NoSuchStudy:
+                raise
+            except UserError as error:
+                self.echo(f"eas: warning: reading the queue failed, retrying: {error}")
+                time.sleep(2.0 * attempt)
+        return queue_entries(self.url)
+
+    def run(self, budget=None, wait: bool = False) -> PoolSummary:
+        """Serve trials until nothing is left (or, with `wait`, forever), this worker's own
+        `budget` is spent, or Ctrl-C."""
+        from sqlalchemy.exc import DBAPIError
+
+        from eas.reports.progress import status_text
+        from eas.search.loop import Budget, run_search
+        from eas.study import schema
+        from eas.study.queue import pick
+        summary = PoolSummary()
+        began = time.monotonic()
+        while True:
+            own_left = budget.seconds - (time.monotonic() - began) if budget and budget.seconds else None
+            if own_left is not None and own_left <= 0:
+                summary.stopped = "budget"
+                return summary
+            if budget and budget.trials and sum(summary.trials.values()) >= budget.trials:
+                summary.stopped = "trials"
+                return summary
+            queue = self._queue()
+            now = time.time()
+            choice = pick(queue, now, skip=frozenset(summary.skipped))
+            if choice is None:
+                if not wait:
+                    summary.stopped = "nothing-left"
+                    return summary
+                time.sleep(WAIT_POLL_SECONDS if own_left is None else min(WAIT_POLL_SECONDS, own_left))
+                continue
+            try:
+                served = self._serve(choice.name)
+            except UserError as error:  # e.g. its dataset is not on this machine: others may serve it
+                summary.skipped[choice.name] = str(error)
+                self.echo(f"eas: warning: skipping study {choice.name!r}: {error}")
+                continue
+            if choice.run.started is None:
+                self.storage.set_study_user_attr(choice.study_id, schema.RUN_STARTED, now)
+            limits = [s for s in (choice.run.remaining_seconds(now), own_left) if s is not None]
+            try:
+                done = run_search(served.study, served.settings, served.space, served.task, served.live,
+                                  Budget(seconds=min(limits) if limits else None, trials=1), self.trial_timeout,
+                                  self.seed, snapshots=served.snapshots, sampler=served.sampler)
+            except DBAPIError as error:  # the server dropped this connection: its trial is retried by
+                # heartbeat like a dead worker's, and the pool reconnects (pool_pre_ping)
+                self.echo(f"eas: warning: storage error in study {choice.name!r}, going on: "
+                          f"{str(error.orig or error).splitlines()[0][:200]}")
+                time.sleep(1.0)
+                continue
+            summary.trials[choice.name] = summary.trials.get(choice.name, 0) + done.trials
+            if done.stopped == "interrupted":
+                summary.stopped = "interrupted"
+                return summary
+            self.echo(f"{choice.name}: {status_text(served.live)}")

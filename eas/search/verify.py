@@ -1,0 +1,87 @@
+"""How far to trust a front: retrain its members longer, with another seed, and see whether
+they keep their order and their place.
+
+`verify` takes the K most accurate members of a study's Pareto set, trains each from scratch
+for `factor` times the study's full-fidelity steps with a different seed (and again with more
+seeds when asked), validates on the whole validation set, and reports: Kendall's tau between
+the accuracies the search stored and the verified ones, the spread over seeds, and which
+members are still on the Pareto set when their verified accuracies replace the stored ones.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import replace
+
+from eas.errors import UserError
+from eas.study.records import TrialRecord
+
+
+def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str = "auto",
+                 on_result=None) -> dict:
+    from eas.arch.genome import Arch
+    from eas.reports.front import pareto_front
+    from eas.reports.pareto import kendall_tau
+    from eas.search.candidate import Candidate
+    from eas.search.loop import ladder_of
+    from eas.study.schema import SearchSettings
+    from eas.training.proxy import Fidelity
+
+    settings = SearchSettings.from_dict(loaded.settings, loaded.name)
+    front = sorted(pareto_front(loaded.records, loaded.objectives), key=lambda r: -r.value("accuracy"))[:top]
+    if len(front) < 1:
+        raise UserError(f"study {loaded.name!r} has no complete, feasible trial to verify yet")
+    steps = max(1, round(ladder_of(settings, task).steps[-1] * factor))
+    started = time.time()
+    rows = []
+    for record in front:
+        fidelity = replace(Fidelity(**settings.fidelity), **_training(record))
+        runs = []
+        for offset in range(1, seeds + 1):
+            candidate = Candidate(Arch.decode(record.genome), task, fidelity, device, settings.seed + offset,
+                                  settings.meter)
+            candidate.train_segment(steps, recalibration_images=1024)
+            runs.append(candidate.validate())
+        accuracies = [run["accuracy"] for run in runs]
+        row = {"trial": record.number, "genome": record.genome, "search_accuracy": record.value("accuracy"),
+               "search_interval": [record.metrics.get("accuracy_low"), record.metrics.get("accuracy_high")],
+               "verified_accuracy": statistics.fmean(accuracies),
+               "verified_interval": [runs[0]["accuracy_low"], runs[0]["accuracy_high"]],
+               "seed_spread": (max(accuracies) - min(accuracies)) if len(runs) > 1 else None,
+               "seeds": len(runs), "costs": {k: record.metrics.get(k) for k in ("macs", "params")}}
+        rows.append(row)
+        if on_result:
+            on_result(row)
+    held = _held(front, rows, loaded.objectives)
+    for row in rows:
+        row["held_place"] = row["trial"] in held
+    tau = kendall_tau([r["search_accuracy"] for r in rows], [r["verified_accuracy"] for r in rows]) \
+        if len(rows) >= 3 else math.nan
+    return {"at": started, "steps": steps, "factor": factor, "seeds": seeds, "members": rows,
+            "kendall_tau": None if not math.isfinite(tau) else float(tau),
+            "held": sum(r["held_place"] for r in rows), "of": len(rows),
+            "seconds": time.time() - started}
+
+
+def _training(record: TrialRecord) -> dict:
+    fidelity = record.metrics.get("fidelity") or {}
+    return {k: fidelity[k] for k in ("lr", "weight_decay", "batch_size") if k in fidelity}
+
+
+def _held(front: list[TrialRecord], rows: list[dict], objectives) -> set[int]:
+    """Members still on the (tied) Pareto set of the verified members, with verified accuracies."""
+    from eas.reports.front import pareto_front
+    from eas.search.candidate import wilson_interval
+
+    verified = []
+    for record, row in zip(front, rows, strict=True):
+        n = record.metrics.get("val_images") or 0
+        low, high = row["verified_interval"]
+        metrics = {**record.metrics, "accuracy": row["verified_accuracy"], "accuracy_low": low,
+                   "accuracy_high": high}
+        if n and low is None:
+            metrics["accuracy_low"], metrics["accuracy_high"] = wilson_interval(round(row["verified_accuracy"] * n), n)
+        verified.append(replace(record, metrics=metrics))
+    return {r.number for r in pareto_front(verified, objectives)}
