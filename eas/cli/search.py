@@ -7,7 +7,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Annotated
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -37,12 +38,35 @@ from eas.cli.options import (
     fidelity_from_options,
 )
 from eas.errors import UserError
+from eas.lazy import lazy_import
+from eas.objectives import Constraints, parse_objectives
+from eas.reports.summary import run_lines, study_lines
+from eas.study import schema
+from eas.study.queue import Run, budget_text, save
+from eas.study.reader import StudyReader, entry_of, list_studies
+from eas.study.setup import check_resumable, join
+from eas.study.storage import check_study_name, default_url, harden_sqlite, open_storage, safe_url, sqlite_path
+from eas.units import parse_seconds
+
+if TYPE_CHECKING:
+    from eas.arch.space import Space
+    from eas.study.schema import SearchSettings
+    from eas.training.proxy import Fidelity
+
+torch = lazy_import("torch")
+devices = lazy_import("eas.measure.device")
+ladders = lazy_import("eas.search.rungs")
+worker_pool = lazy_import("eas.search.pool")
+space_files = lazy_import("eas.arch.space")
+datasets = lazy_import("eas.data.datasets")
+front = lazy_import("eas.reports.front")
+progress_line = lazy_import("eas.reports.progress")
+live_view = lazy_import("eas.search.live_view")
+loop = lazy_import("eas.search.loop")
 
 
 def _absolute_sqlite(url: str) -> str:
     """Workers started elsewhere (another folder) must find the same SQLite file."""
-    from eas.study.storage import sqlite_path
-
     path = sqlite_path(url)
     return f"sqlite:///{path.resolve()}" if path else url
 
@@ -92,13 +116,23 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
                     reader, helpers: LocalWorkers | None = None):
     """Run in this process with a progress display, wait for local helper workers, print the
     summary; the exit code says how the run ended."""
-    from eas.reports.progress import SearchProgress
-    from eas.reports.summary import run_lines, study_lines
-    from eas.search.live_view import LiveStudy
-    from eas.search.loop import run_search
+    summary, failed = _run(study, settings, space, task, budget, trial_timeout, seed, quiet or as_json, reader,
+                           helpers)
+    loaded = reader.loaded()
+    if as_json:
+        emit_json(_run_document(name, summary, loaded.records, settings.objectives, loaded.reference))
+    elif not quiet or summary.stopped != "budget":
+        lines = run_lines(summary, budget, loaded.records, settings.objectives, loaded.reference)
+        typer.echo("\n".join(lines + [""] + study_lines(name, settings.to_dict(), loaded.records,
+                                                          settings.objectives, loaded.reference)))
+    _end(summary, failed, name)
 
-    live = LiveStudy(reader, settings.objectives, reader.reference)
-    progress = SearchProgress(budget, enabled=not quiet and not as_json)
+
+def _run(study, settings, space, task, budget, trial_timeout, seed, silent: bool, reader,
+         helpers: LocalWorkers | None):
+    """(the run's summary, lines about local helpers that failed)."""
+    live = live_view.LiveStudy(reader, settings.objectives, reader.reference)
+    progress = progress_line.SearchProgress(budget, enabled=not silent)
 
     def on_trial(live_, summary) -> None:
         progress(live_, summary)
@@ -106,29 +140,22 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
             typer.echo(f"eas: warning: {line}", err=True)
 
     try:
-        summary = run_search(study, settings, space, task, live, budget, trial_timeout, seed, on_trial=on_trial)
+        summary = loop.run_search(study, settings, space, task, live, budget, trial_timeout, seed, on_trial=on_trial)
     finally:
         progress.close()
         failed = helpers.wait() if helpers else []
-    loaded = reader.loaded()
-    records, reference = loaded.records, loaded.reference
-    if as_json:
-        from eas.reports.front import hypervolume, knee, pareto_front
-        from eas.study.records import counts
+    return summary, failed
 
-        front = pareto_front(records, settings.objectives)
-        best = knee(front, settings.objectives)
-        emit_json({"study": name, "stopped": summary.stopped, "trials_this_run": summary.trials,
-                   "cached": summary.cached, "refused_proposals": summary.refused,
-                   "time_split": summary.time_split, "wall_seconds": summary.wall_seconds,
-                   "evaluate_seconds": summary.evaluate_seconds, "counts": counts(records),
-                   "hypervolume": hypervolume(records, settings.objectives, reference),
-                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front],
-                   "knee": best.number if best else None})
-    elif not quiet or summary.stopped != "budget":
-        lines = run_lines(summary, budget, records, settings.objectives, reference)
-        typer.echo("\n".join(lines + [""] + study_lines(name, settings.to_dict(), records,
-                                                          settings.objectives, reference)))
+
+def _run_document(name: str, summary, records, objectives, reference) -> dict:
+    return {"study": name, "stopped": summary.stopped, "trials_this_run": summary.trials, "cached": summary.cached,
+            "refused_proposals": summary.refused, "time_split": summary.time_split,
+            "wall_seconds": summary.wall_seconds, "evaluate_seconds": summary.evaluate_seconds,
+            **front.front_document(records, objectives, reference)}
+
+
+def _end(summary, failed: list[str], name: str) -> None:
+    """Exit 130 after Ctrl-C, 1 when a local helper failed, 2 when nothing was feasible."""
     if summary.stopped == "interrupted":
         typer.echo(f"interrupted: no trial left running; run the same command to resume study {name!r}", err=True)
         raise typer.Exit(130)
@@ -185,86 +212,118 @@ def search_command(
     as_json: JsonOption = False,
 ) -> None:
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
-    from eas.arch.space import load_space
-    from eas.data.datasets import parse_spec
-    from eas.objectives import Constraints, parse_objectives
-    from eas.search.loop import SAMPLER_NAMES, Budget
-    from eas.search.rungs import Ladder
-    from eas.study.schema import SearchSettings
-    from eas.study.storage import check_study_name, default_url
-    from eas.units import parse_seconds
-
-    # Everything the user typed is checked before any storage is opened.
-    run_budget = Budget.parse(budget, trials)
-    if queue and workers > 1:
-        raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of --workers")
-    chosen_objectives = parse_objectives(objectives)
-    constraints = Constraints.parse(max_macs, max_params, max_memory, max_latency)
-    if sampler not in SAMPLER_NAMES:
-        raise UserError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLER_NAMES)})")
-    fidelity = fidelity_from_options(epochs, subset, max_steps, batch_size, lr, precision)
-    timeout = parse_seconds(trial_timeout, "--trial-timeout")
-    chosen_space = load_space(space)
-    parse_spec(data)
-    name = check_study_name(study or f"{chosen_space.name}-{data.split(':')[0]}")
-    url = storage or default_url(name)
-
-    import torch
-
-    from eas.data.datasets import load_dataset
-    from eas.measure.device import resolve_device
-    from eas.search.loop import check_feasible_at_all, prepare_study
-    from eas.study import schema
-    from eas.study.queue import Run, budget_text, save
-    from eas.study.reader import StudyReader, entry_of
-    from eas.study.setup import check_resumable
-    from eas.study.storage import harden_sqlite, open_storage, safe_url
-
-    torch_device = resolve_device(device)
+    request = SearchRequest.from_options(
+        space=space, budget=budget, trials=trials, data=data, objectives=objectives, max_macs=max_macs,
+        max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
+        eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
+        meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
+        precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue)
     torch.set_num_threads(threads or _threads_for(workers))
-    task = load_dataset(data, seed=seed)
-    ladder = Ladder.make(fidelity.total_steps(len(task.train_y)), rungs, eta)
-    chosen_space = chosen_space.for_task(task.input_shape)
-    check_feasible_at_all(chosen_space, task, constraints, torch_device)
-    settings = SearchSettings(space_name=chosen_space.name, space=chosen_space.definition, data=data,
-                              objectives=chosen_objectives, constraints=constraints.to_dict(),
-                              fidelity=fidelity.to_dict(), sampler=sampler, seed=seed, device=device,
-                              meter=meter, warm_start=warm_start, population=population,
-                              input_shape=task.input_shape, num_classes=task.num_classes,
-                              multi_fidelity=ladder.to_dict() if rungs > 1 else {})
-    check_resumable(url, name, settings)  # read-only: a mismatch leaves the storage untouched
-    opened = open_storage(url, heartbeat=heartbeat)
-    found, created = prepare_study(settings, name, opened, chosen_space, task, torch_device)
-    harden_sqlite(opened)
-    reader = StudyReader(url, name)
-    entry = entry_of(url, name)
-    run = Run(run_budget.seconds, None if run_budget.trials is None else entry.counted + run_budget.trials,
-              priority, started=None if queue else time.time())
-    save(opened, entry.study_id, run)  # this run's budget is the study's: pool workers may help
+    opened = _open_study(request, heartbeat, priority)
     if queue:
-        verb = "queued new" if created else "queued"
-        budget_words = budget_text(run, entry.counted, time.time())
-        if as_json:
-            emit_json({"study": name, "state": "queued", "budget": budget_words, "priority": priority})
-        elif not quiet:
-            typer.echo(f"{verb} study {name!r} in {safe_url(url)} ({budget_words}, priority {priority}): "
-                       f"start workers with `eas worker --storage URL`")
+        _say_queued(opened, request, priority, quiet, as_json)
         return
     if not quiet and not as_json:
-        verb = "created" if created else "resuming"
-        typer.echo(f"{verb} study {name!r} in {safe_url(url)}: {len(found.trials)} trials so far; "
-                   f"{task.describe()['train']} training images, input {task.describe()['input_shape']}",
-                   err=True)
-    budgets = run_budget.split(workers)
-    helpers = LocalWorkers(name, _absolute_sqlite(url), budgets[1:], seed, heartbeat, timeout,
-                           _threads_for(workers))
+        described = opened.task.describe()
+        typer.echo(f"{'created' if opened.created else 'resuming'} study {request.name!r} in "
+                   f"{safe_url(request.url)}: {len(opened.study.trials)} trials so far; {described['train']} "
+                   f"training images, input {described['input_shape']}", err=True)
+    budgets = request.budget.split(workers)
+    helpers = LocalWorkers(request.name, _absolute_sqlite(request.url), budgets[1:], seed, heartbeat,
+                           request.trial_timeout, _threads_for(workers))
     try:
-        _run_and_report(found, settings, chosen_space, task, budgets[0], timeout, seed, quiet, as_json, name,
-                        reader, helpers)
+        _run_and_report(opened.study, opened.settings, opened.space, opened.task, budgets[0], request.trial_timeout,
+                        seed, quiet, as_json, request.name, opened.reader, helpers)
     except typer.Exit as ended:
         if ended.exit_code == 130:  # Ctrl-C stops the study: pool workers leave it too
-            opened.set_study_user_attr(entry.study_id, schema.RUN_STOPPED, time.time())
+            opened.storage.set_study_user_attr(opened.entry.study_id, schema.RUN_STOPPED, time.time())
         raise
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What the user asked `eas search` for, every option checked before any storage is opened."""
+
+    budget: loop.Budget
+    objectives: tuple[str, ...]
+    constraints: Constraints
+    fidelity: Fidelity
+    trial_timeout: float
+    space: Space
+    name: str
+    url: str
+    options: dict  # the options stored as typed (data, sampler, rungs, eta, seed, device, ...)
+
+    @classmethod
+    def from_options(cls, **options) -> SearchRequest:
+        o = options
+        budget = loop.Budget.parse(o["budget"], o["trials"])
+        if o["queue"] and o["workers"] > 1:
+            raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
+                            "--workers")
+        objectives = parse_objectives(o["objectives"])
+        constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
+        if o["sampler"] not in loop.SAMPLER_NAMES:
+            raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(loop.SAMPLER_NAMES)})")
+        fidelity = fidelity_from_options(o["epochs"], o["subset"], o["max_steps"], o["batch_size"], o["lr"],
+                                         o["precision"])
+        timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
+        space = space_files.load_space(o["space"])
+        datasets.parse_spec(o["data"])
+        name = check_study_name(o["study"] or f"{space.name}-{o['data'].split(':')[0]}")
+        return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
+                   options)
+
+
+@dataclass(frozen=True)
+class OpenedStudy:
+    study: object  # the optuna.Study
+    created: bool
+    settings: SearchSettings
+    space: Space  # for the data's input shape
+    task: object  # the Dataset
+    reader: object  # a StudyReader
+    storage: object  # the opened Optuna storage
+    entry: object  # its QueuedStudy entry, as it was before this run
+    run: object  # the pool Run this command saved
+
+
+def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> OpenedStudy:
+    """Load the data, check the limits are reachable, create or resume the study (refused when its
+    stored settings differ) and save this run's budget into it."""
+    o = request.options
+    torch_device = devices.resolve_device(o["device"])
+    task = datasets.load_dataset(o["data"], seed=o["seed"])
+    ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
+    space = request.space.for_task(task.input_shape)
+    loop.check_feasible_at_all(space, task, request.constraints, torch_device)
+    settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
+                              objectives=request.objectives, constraints=request.constraints.to_dict(),
+                              fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
+                              device=o["device"], meter=o["meter"], warm_start=o["warm_start"],
+                              population=o["population"], input_shape=task.input_shape,
+                              num_classes=task.num_classes, multi_fidelity=ladder.to_dict() if o["rungs"] > 1 else {})
+    check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
+    storage = open_storage(request.url, heartbeat=heartbeat)
+    found, created = loop.prepare_study(settings, request.name, storage, space, task, torch_device)
+    harden_sqlite(storage)
+    reader = StudyReader(request.url, request.name)
+    entry = entry_of(request.url, request.name)
+    budget = request.budget
+    run = Run(budget.seconds, None if budget.trials is None else entry.counted + budget.trials, priority,
+              started=None if o["queue"] else time.time())
+    save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
+    return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
+
+
+def _say_queued(opened: OpenedStudy, request: SearchRequest, priority: int, quiet: bool, as_json: bool) -> None:
+    budget_words = budget_text(opened.run, opened.entry.counted, time.time())
+    if as_json:
+        emit_json({"study": request.name, "state": "queued", "budget": budget_words, "priority": priority})
+    elif not quiet:
+        typer.echo(f"{'queued new' if opened.created else 'queued'} study {request.name!r} in "
+                   f"{safe_url(request.url)} ({budget_words}, priority {priority}): start workers with "
+                   "`eas worker --storage URL`")
 
 
 def worker_command(
@@ -284,30 +343,19 @@ def worker_command(
     quiet: QuietOption = False,
 ) -> None:
     """Join a study from another process or machine, or serve every open study of a storage."""
-    from eas.search.loop import Budget
-    from eas.study.storage import check_study_name, default_url
-    from eas.units import parse_seconds
-
     timeout = parse_seconds(trial_timeout, "--trial-timeout")
     if study is None:
-        _serve_pool(storage, Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
+        _serve_pool(storage, loop.Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
                     timeout, threads, quiet)
         return
     check_study_name(study)
-    run_budget = Budget.parse(budget, trials)
+    run_budget = loop.Budget.parse(budget, trials)
     url = storage or default_url(study)
-
-    import torch
-
-    from eas.arch.space import space_from_definition
-    from eas.data.datasets import load_dataset
-    from eas.study.setup import join
-
     if threads:
         torch.set_num_threads(threads)
     found, settings, reader = join(url, study, heartbeat)
-    task = load_dataset(settings.data, seed=settings.seed)
-    space = space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
+    task = datasets.load_dataset(settings.data, seed=settings.seed)
+    space = space_files.space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
     _run_and_report(found, settings, space, task, run_budget, timeout,
                     seed if seed is not None else os.getpid(), quiet, False, study, reader)
 
@@ -316,18 +364,13 @@ def _serve_pool(storage, budget, wait: bool, seed, heartbeat: int, timeout: floa
     if not storage:
         raise UserError("without --study, give the --storage (or $EAS_STORAGE) whose studies to serve")
 
-    import torch
-
-    from eas.search.pool import Pool
-    from eas.study.reader import list_studies
-
     if threads:
         torch.set_num_threads(threads)
     for row in list_studies(storage):  # read-only: an unreadable storage is an error before anything is written
         if row["error"]:
             raise UserError(row["error"])
     echo = (lambda line: None) if quiet else (lambda line: typer.echo(line, err=True))
-    pool = Pool(storage, heartbeat, timeout, seed if seed is not None else os.getpid(), echo)
+    pool = worker_pool.Pool(storage, heartbeat, timeout, seed if seed is not None else os.getpid(), echo)
     summary = pool.run(budget, wait)
     served = ", ".join(f"{n} of {name}" for name, n in summary.trials.items()) or "none"
     if not quiet:

@@ -48,8 +48,7 @@ def show_command(
     """Print a study's Pareto set with its knee point, or one trial in full."""
     from eas.reports.front import (
         footprint,
-        knee,
-        pareto_front,
+        front_document,
         rank_agreement,
         rung_counts,
         time_split_total,
@@ -57,7 +56,6 @@ def show_command(
     )
     from eas.reports.summary import study_lines, verification_lines
     from eas.study.reader import StudyReader
-    from eas.study.records import counts
     from eas.study.storage import check_study_name, default_url
 
     check_study_name(study)
@@ -76,18 +74,13 @@ def show_command(
                    "descendants": descendants(study, record.number, exports)})
         return
     if as_json:
-        front = pareto_front(records, objectives)
-        best = knee(front, objectives)
         spent = footprint(records, objectives, reference)
-        emit_json({"study": study, "settings": settings, "counts": counts(records),
-                   "hypervolume": spent["hypervolume"], "reference_point": reference,
-                   "knee": best.number if best else None, "rungs": rung_counts(records),
-                   "rank_agreement": rank_agreement(records),
-                   "footprint": spent,
+        emit_json({"study": study, "settings": settings, **front_document(records, objectives, reference),
+                   "reference_point": reference, "rungs": rung_counts(records),
+                   "rank_agreement": rank_agreement(records), "footprint": spent,
                    "time_split": time_split_total(records),
                    "verification": found.verification[-1] if found.verification else None,
                    "broken": [{"trial": r.number, "reason": r.reason} for r in records if r.state == "broken"],
-                   "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front],
                    "trials": [trial_summary(r) for r in records]})
         return
     typer.echo("\n".join(study_lines(study, settings, records, objectives, reference)))

@@ -19,7 +19,7 @@ import numpy as np
 from eas.objectives import OBJECTIVES
 from eas.reports.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
 from eas.study import schema
-from eas.study.records import TrialRecord
+from eas.study.records import TrialRecord, counts
 
 
 def spent_energy_j(record: TrialRecord) -> float:
@@ -242,3 +242,13 @@ def trial_summary(record: TrialRecord) -> dict:
                                              "val_images", "go_on", "position", "results")} for r in rungs],
             "accuracy": record.metrics.get("accuracy"), "reason": record.reason,
             "reused_from": record.attrs.get(schema.CACHED_FROM)}
+
+
+def front_document(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> dict:
+    """The study's counts, hypervolume, knee and Pareto set as JSON data (`eas search --json`,
+    `eas show --json`)."""
+    front = pareto_front(records, objectives)
+    best = knee(front, objectives)
+    return {"counts": counts(records), "hypervolume": hypervolume(records, objectives, reference),
+            "knee": best.number if best else None,
+            "pareto": [{"trial": r.number, "genome": r.genome, **r.metrics} for r in front]}

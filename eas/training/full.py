@@ -11,17 +11,19 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 
 from eas import interrupt
 from eas.arch.builder import build
+from eas.arch.profile import profile
 from eas.errors import UserError
 from eas.measure.device import resolve_device
 from eas.measure.energy import make_meter
 from eas.training.checkpoint import load_checkpoint, load_weights, recover_checkpoint, save_checkpoint, save_weights
+from eas.training.distributed import Group, energy_share
 from eas.training.green import DEFAULT_GRID_G_PER_KWH, efficiency_report
 from eas.training.step import (
     MIN_BATCH,
@@ -135,6 +137,190 @@ def check_task_fits(document: dict, task) -> None:
         raise UserError(f"data {task.name} has {task.num_classes} classes; the architecture expects {want_classes}")
 
 
+@dataclass
+class Progress:
+    """Where a full training stands; saved in every checkpoint, so that a restart resumes here."""
+
+    plan: dict
+    epoch: int = 0
+    step: int = 0  # within the epoch
+    global_step: int = 0
+    energy_j: float = 0.0
+    train_seconds: float = 0.0
+    best_accuracy: float = -1.0
+    best_epoch: int | None = None
+    bad_epochs: int = 0
+    time_to_target_s: float | None = None
+    history: list = field(default_factory=list)
+    done: bool = False  # stopped early
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict, checkpoint: Path) -> Progress:
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in saved.items() if k in known})
+        except TypeError:
+            raise UserError(f"checkpoint {checkpoint} is unreadable (progress); run again with --restart "
+                            "to start over") from None
+
+
+class EnergyClock:
+    """The meter's running window, banked into the progress at every checkpoint and epoch end
+    (so that energy and time survive a restart); summed over a distributed group's workers."""
+
+    def __init__(self, meter, group):
+        self.meter, self.group = meter, group
+        self.token, self.started = meter.start(), time.perf_counter()
+
+    def bank(self, progress: Progress) -> None:
+        reading = self.meter.stop(self.token)
+        progress.energy_j += self.group.total(energy_share(reading.joules, reading.source, self.group))
+        progress.train_seconds += time.perf_counter() - self.started
+        self.token, self.started = self.meter.start(), time.perf_counter()
+
+
+class FullTraining:
+    """One run of `eas train` on an export: set up (or resumed from its checkpoint), then epochs
+    of steps, each epoch validated; worker 0 of a distributed group writes everything."""
+
+    def __init__(self, folder: Path, task, plan: TrainPlan, device_name: str, meter_name: str, restart: bool,
+                 start_from: Path | None, distributed: bool):
+        self.folder, self.task, self.plan = Path(folder), task, plan
+        self.document = read_arch(self.folder)
+        check_task_fits(self.document, task)
+        device = resolve_device(device_name)
+        self.group = Group.from_environment(device.type == "cuda") if distributed else Group()
+        if device.type == "cuda" and distributed:
+            device = torch.device("cuda", self.group.local_rank)
+            torch.cuda.set_device(device)
+        self.device = device
+        self.meter, _ = make_meter(meter_name, cuda=device.type == "cuda")
+        self.precision = resolve_precision(plan.precision, device)
+        torch.manual_seed(plan.seed)
+        self.model = build(self.document["genome"], task.input_shape, task.num_classes).to(device)
+        self.model = self.model.to(memory_format=torch.channels_last)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=plan.lr, weight_decay=plan.weight_decay)
+        self.steps_per_epoch = math.ceil(len(task.train_y) / plan.batch_size)
+        self.scheduler = warmup_cosine(self.optimizer, plan.epochs * self.steps_per_epoch)
+        self.checkpoint = self.folder / "checkpoint"
+        self.progress = self._resume_or_start(restart, start_from)
+        self.train_x, self.train_y = task.train_x.to(device), task.train_y.to(device)
+        self.distillation = None
+        if plan.teacher is not None:
+            check_teacher(self.document, Path(plan.teacher))
+            _, teacher = load_trained(Path(plan.teacher), task)
+            self.distillation = DistillationLoss(teacher.to(device).to(memory_format=torch.channels_last))
+        self.step = TrainStep(self.group.wrap(self.model, device), self.optimizer, device, self.precision,
+                              micro_batch=plan.batch_size // plan.accumulate, loss=self.distillation)
+
+    def _resume_or_start(self, restart: bool, start_from: Path | None) -> Progress:
+        if not restart and recover_checkpoint(self.checkpoint):
+            saved = load_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler)
+            different = [k for k in TrainPlan.MUST_MATCH if saved["plan"].get(k) != getattr(self.plan, k)]
+            if different:
+                raise UserError(f"{self.checkpoint} was made with different {', '.join(different)}; use the same "
+                                "options to resume, or --restart to start over")
+            return Progress.from_checkpoint(saved, self.checkpoint)
+        if start_from is not None:
+            load_weights(start_from, self.model)
+        return Progress(plan=asdict(self.plan))
+
+    def run(self, show_progress: bool) -> None:
+        """Epochs until the plan's last or an early stop; a checkpoint at each epoch's end."""
+        show_progress = show_progress and self.group.leader
+        bar = None
+        if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
+            from tqdm import tqdm
+
+            bar = tqdm(total=self.plan.epochs * self.steps_per_epoch, initial=self.progress.global_step,
+                       unit="step", dynamic_ncols=True, desc="training")
+        self.clock, self.last_checkpoint = EnergyClock(self.meter, self.group), time.monotonic()
+        while self.progress.epoch < self.plan.epochs and not self.progress.done:
+            self._train_epoch(bar)
+            accuracy = self._close_epoch(show_progress and bar is None)
+            self._keep_if_best(accuracy)
+            self.progress.epoch, self.progress.step = self.progress.epoch + 1, 0
+            self._checkpoint_now()
+        if bar is not None:
+            bar.close()
+        self.group.close()
+
+    def _train_epoch(self, bar) -> None:
+        plan, progress, epoch = self.plan, self.progress, self.progress.epoch
+        order = torch.randperm(len(self.train_y), generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch))
+        order = order.to(self.device)
+        step_loss = math.nan
+        for step in range(progress.step, self.steps_per_epoch):
+            interrupt.check()
+            index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
+            if len(index) >= MIN_BATCH * self.group.world:  # a last batch of one image cannot train BatchNorm
+                share = self.group.share(index)
+                step_loss = self.step(self.train_x[share], self.train_y[share])
+            self.scheduler.step()
+            progress.step, progress.global_step = step + 1, progress.global_step + 1
+            if bar is not None:
+                bar.set_description(f"epoch {epoch + 1}/{plan.epochs}")
+                bar.set_postfix_str(f"loss {step_loss:.3f}", refresh=False)
+                bar.update(1)
+            late = time.monotonic() - self.last_checkpoint > 60 * plan.checkpoint_minutes
+            if progress.global_step % plan.checkpoint_steps == 0 or self.group.agree(late):
+                self._checkpoint_now()
+
+    def _close_epoch(self, print_line: bool) -> float:
+        """Recalibrate BatchNorm, validate, record the epoch; the validation accuracy."""
+        progress = self.progress
+        recalibrate_batchnorm(self.model, self.train_x, torch.channels_last, images=2048,
+                              batch_size=self.step.micro_batch)
+        accuracy, val_loss = evaluate_accuracy(self.model, self.task.val_x, self.task.val_y, self.device)
+        self.clock.bank(progress)
+        progress.history.append({"epoch": progress.epoch + 1, "val_accuracy": accuracy, "val_loss": val_loss,
+                                 "train_seconds": progress.train_seconds, "energy_j": progress.energy_j})
+        if print_line:
+            print(f"epoch {progress.epoch + 1}/{self.plan.epochs}: validation accuracy {accuracy:.2%}, "
+                  f"loss {val_loss:.3f}, {progress.train_seconds:.0f} s", file=sys.stderr, flush=True)
+        if self.plan.target is not None and progress.time_to_target_s is None and accuracy >= self.plan.target:
+            progress.time_to_target_s = progress.train_seconds
+        return accuracy
+
+    def _keep_if_best(self, accuracy: float) -> None:
+        progress = self.progress
+        if self.group.agree(accuracy > progress.best_accuracy):  # worker 0's evaluation decides
+            progress.best_accuracy, progress.best_epoch, progress.bad_epochs = accuracy, progress.epoch + 1, 0
+            if self.group.leader:
+                save_weights(self.folder / "best.safetensors", self.model)
+        else:
+            progress.bad_epochs += 1
+            progress.done = bool(self.plan.patience and progress.bad_epochs >= self.plan.patience)  # early stop
+
+    def _checkpoint_now(self) -> None:
+        self.clock.bank(self.progress)
+        if self.group.leader:
+            save_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler, asdict(self.progress))
+        self.group.barrier()  # nobody runs ahead of the checkpoint a restart would resume from
+        self.last_checkpoint = time.monotonic()
+
+    def report(self, grid: float, pue: float) -> dict:
+        """The best epoch's weights tested, saved as the export's weights, and report.json."""
+        progress, task = self.progress, self.task
+        load_weights(self.folder / "best.safetensors", self.model)
+        test_accuracy, _ = evaluate_accuracy(self.model, task.test_x, task.test_y, self.device)
+        save_weights(self.folder / WEIGHTS, self.model)
+        cost = profile(self.model, task.input_shape)
+        report = efficiency_report(test_accuracy=test_accuracy, params=cost.params, macs=cost.macs,
+                                   energy_j=progress.energy_j, energy_source=self.meter.source,
+                                   train_seconds=progress.train_seconds, time_to_target_s=progress.time_to_target_s,
+                                   target=self.plan.target, grid_g_per_kwh=grid, pue=pue)
+        report.update(genome=self.document["genome"], data=task.name, device=str(self.device),
+                      precision=self.precision, epochs_run=progress.epoch, best_epoch=progress.best_epoch,
+                      early_stopped=progress.done, history=progress.history, plan=asdict(self.plan),
+                      processes=self.group.world, restarts=self.group.restarts)
+        if self.distillation is not None:
+            teacher_accuracy, _ = evaluate_accuracy(self.distillation.teacher, task.test_x, task.test_y, self.device)
+            report["teacher"] = {"folder": self.plan.teacher, "test_accuracy": teacher_accuracy}
+        (self.folder / "report.json").write_text(json.dumps(report, indent=2))
+        return report
+
+
 def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto", meter_name: str = "auto",
                    grid: float = DEFAULT_GRID_G_PER_KWH, pue: float = 1.0, restart: bool = False,
                    show_progress: bool = True, start_from: Path | None = None, distributed: bool = False) -> dict:
@@ -142,134 +328,7 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     starts from the weights in `start_from` when given (fine-tuning), else from scratch. Under
     torchrun (`distributed`), this is one worker of several (eas.training.distributed); only worker 0
     writes, and returns the report (the others return None)."""
-    from eas.training.distributed import Group, energy_share
-
     interrupt.install()
-    folder = Path(folder)
-    document = read_arch(folder)
-    check_task_fits(document, task)
-    device = resolve_device(device_name)
-    group = Group.from_environment(device.type == "cuda") if distributed else Group()
-    if device.type == "cuda" and distributed:
-        device = torch.device("cuda", group.local_rank)
-        torch.cuda.set_device(device)
-    meter, _ = make_meter(meter_name, cuda=device.type == "cuda")
-    precision = resolve_precision(plan.precision, device)
-    torch.manual_seed(plan.seed)
-    model = build(document["genome"], task.input_shape, task.num_classes).to(device)
-    model = model.to(memory_format=torch.channels_last)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=plan.weight_decay)
-    n = len(task.train_y)
-    steps_per_epoch = math.ceil(n / plan.batch_size)
-    scheduler = warmup_cosine(optimizer, plan.epochs * steps_per_epoch)
-    checkpoint = folder / "checkpoint"
-    progress = {"epoch": 0, "step": 0, "global_step": 0, "energy_j": 0.0, "train_seconds": 0.0,
-                "best_accuracy": -1.0, "best_epoch": None, "bad_epochs": 0, "time_to_target_s": None,
-                "history": [], "plan": asdict(plan), "done": False}
-    if not restart and recover_checkpoint(checkpoint):
-        saved = load_checkpoint(checkpoint, model, optimizer, scheduler)
-        different = [k for k in TrainPlan.MUST_MATCH if saved["plan"].get(k) != getattr(plan, k)]
-        if different:
-            raise UserError(f"{checkpoint} was made with different {', '.join(different)}; use the same "
-                            "options to resume, or --restart to start over")
-        progress = saved
-    elif start_from is not None:
-        load_weights(start_from, model)
-    train_x, train_y = task.train_x.to(device), task.train_y.to(device)
-    micro = plan.batch_size // plan.accumulate
-    loss = None
-    if plan.teacher is not None:
-        check_teacher(document, Path(plan.teacher))
-        _, teacher = load_trained(Path(plan.teacher), task)
-        loss = DistillationLoss(teacher.to(device).to(memory_format=torch.channels_last))
-    train_step = TrainStep(group.wrap(model, device), optimizer, device, precision, micro_batch=micro, loss=loss)
-
-    bar = None
-    show_progress = show_progress and group.leader
-    if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
-        from tqdm import tqdm
-
-        bar = tqdm(total=plan.epochs * steps_per_epoch, initial=progress["global_step"], unit="step",
-                   dynamic_ncols=True, desc="training")
-    token, segment_start, last_checkpoint = meter.start(), time.perf_counter(), time.monotonic()
-
-    def bank_energy_and_time() -> None:
-        # Move the running meter window into the progress record (it survives a restart).
-        nonlocal token, segment_start
-        reading = meter.stop(token)
-        progress["energy_j"] += group.total(energy_share(reading.joules, reading.source, group))
-        progress["train_seconds"] += time.perf_counter() - segment_start
-        token, segment_start = meter.start(), time.perf_counter()
-
-    def checkpoint_now() -> None:
-        nonlocal last_checkpoint
-        bank_energy_and_time()
-        if group.leader:
-            save_checkpoint(checkpoint, model, optimizer, scheduler, progress)
-        group.barrier()  # nobody runs ahead of the checkpoint a restart would resume from
-        last_checkpoint = time.monotonic()
-
-    while progress["epoch"] < plan.epochs and not progress["done"]:
-        epoch = progress["epoch"]
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch)).to(device)
-        step_loss = math.nan
-        for step in range(progress["step"], steps_per_epoch):
-            interrupt.check()
-            index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
-            if len(index) >= MIN_BATCH * group.world:  # a last batch of one image cannot train BatchNorm
-                share = group.share(index)
-                step_loss = train_step(train_x[share], train_y[share])
-            scheduler.step()
-            progress["step"], progress["global_step"] = step + 1, progress["global_step"] + 1
-            if bar is not None:
-                bar.set_description(f"epoch {epoch + 1}/{plan.epochs}")
-                bar.set_postfix_str(f"loss {step_loss:.3f}", refresh=False)
-                bar.update(1)
-            late = time.monotonic() - last_checkpoint > 60 * plan.checkpoint_minutes
-            if progress["global_step"] % plan.checkpoint_steps == 0 or group.agree(late):
-                checkpoint_now()
-        recalibrate_batchnorm(model, train_x, torch.channels_last, images=2048, batch_size=train_step.micro_batch)
-        accuracy, val_loss = evaluate_accuracy(model, task.val_x, task.val_y, device)
-        bank_energy_and_time()
-        progress["history"].append({"epoch": epoch + 1, "val_accuracy": accuracy, "val_loss": val_loss,
-                                    "train_seconds": progress["train_seconds"], "energy_j": progress["energy_j"]})
-        if show_progress and bar is None:
-            print(f"epoch {epoch + 1}/{plan.epochs}: validation accuracy {accuracy:.2%}, loss {val_loss:.3f}, "
-                  f"{progress['train_seconds']:.0f} s", file=sys.stderr, flush=True)
-        if plan.target is not None and progress["time_to_target_s"] is None and accuracy >= plan.target:
-            progress["time_to_target_s"] = progress["train_seconds"]
-        if group.agree(accuracy > progress["best_accuracy"]):  # worker 0's evaluation decides
-            progress.update(best_accuracy=accuracy, best_epoch=epoch + 1, bad_epochs=0)
-            if group.leader:
-                save_weights(folder / "best.safetensors", model)
-        else:
-            progress["bad_epochs"] += 1
-            if plan.patience and progress["bad_epochs"] >= plan.patience:
-                progress["done"] = True  # early stop
-        progress["epoch"], progress["step"] = epoch + 1, 0
-        checkpoint_now()
-    if bar is not None:
-        bar.close()
-    group.close()
-    if not group.leader:
-        return None
-
-    load_weights(folder / "best.safetensors", model)
-    test_accuracy, _ = evaluate_accuracy(model, task.test_x, task.test_y, device)
-    save_weights(folder / WEIGHTS, model)
-    from eas.arch.profile import profile
-
-    cost = profile(model, task.input_shape)
-    report = efficiency_report(test_accuracy=test_accuracy, params=cost.params, macs=cost.macs,
-                               energy_j=progress["energy_j"], energy_source=meter.source,
-                               train_seconds=progress["train_seconds"], time_to_target_s=progress["time_to_target_s"],
-                               target=plan.target, grid_g_per_kwh=grid, pue=pue)
-    report.update(genome=document["genome"], data=task.name, device=str(device), precision=precision,
-                  epochs_run=progress["epoch"], best_epoch=progress["best_epoch"],
-                  early_stopped=progress["done"], history=progress["history"], plan=asdict(plan),
-                  processes=group.world, restarts=group.restarts)
-    if plan.teacher is not None:
-        teacher_accuracy, _ = evaluate_accuracy(loss.teacher, task.test_x, task.test_y, device)
-        report["teacher"] = {"folder": plan.teacher, "test_accuracy": teacher_accuracy}
-    (folder / "report.json").write_text(json.dumps(report, indent=2))
-    return report
+    training = FullTraining(folder, task, plan, device_name, meter_name, restart, start_from, distributed)
+    training.run(show_progress)
+    return training.report(grid, pue) if training.group.leader else None
