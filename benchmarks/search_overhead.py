@@ -20,9 +20,10 @@ from eas.arch.space import load_space
 from eas.data.datasets import load_dataset
 from eas.objectives import DEFAULT_OBJECTIVES
 from eas.reports.progress import SearchProgress
+from eas.search.budget import Budget
 from eas.search.candidate import evaluate
 from eas.search.live_view import LiveStudy
-from eas.search.loop import Budget, prepare_study, run_search
+from eas.search.loop import prepare_study, run_search
 from eas.study.reader import StudyReader
 from eas.study.schema import SearchSettings
 from eas.study.storage import harden_sqlite, open_storage

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_study import settings_for, write_study  # noqa: E402
 
 from eas.data.datasets import load_dataset  # noqa: E402
+from eas.search.budget import Budget
 from eas.search.live_view import LiveStudy  # noqa: E402
-from eas.search.loop import Budget, TrialRunner, run_search  # noqa: E402
+from eas.search.loop import TrialRunner, run_search  # noqa: E402
 from eas.search.rungs import Ladder  # noqa: E402
 from eas.study.reader import StudyReader  # noqa: E402
 from eas.study.storage import harden_sqlite, open_storage  # noqa: E402

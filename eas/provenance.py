@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
+from eas import __version__
+
 
 def _installed(package: str) -> str | None:
     # The installed distribution's version, which is the module's __version__ (local build tags
@@ -16,7 +18,5 @@ def _installed(package: str) -> str | None:
 
 
 def versions() -> dict:
-    from eas import __version__
-
     return {"eas": __version__, "torch": _installed("torch"), "optuna": _installed("optuna"),
             "python": platform.python_version()}

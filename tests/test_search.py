@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from eas.search.loop import Budget
+from eas.search.budget import Budget
 from eas.units import parse_seconds
 from tests.conftest import ROOT, assert_user_error, run_eas
 

@@ -55,7 +55,7 @@ def test_workers_share_the_trial_count_exactly(tmp_path):
 
 def test_a_dying_helper_worker_is_reported(tmp_path):
     from eas.cli.search import LocalWorkers
-    from eas.search.loop import Budget
+    from eas.search.budget import Budget
 
     helpers = LocalWorkers("no-such-study", f"sqlite:///{tmp_path / 'none.db'}", [Budget(trials=1)], seed=0,
                            heartbeat=10, timeout=0.9, threads=1)
@@ -114,7 +114,7 @@ def test_a_reused_result_is_not_counted_twice_in_the_energy_spent():
 
 def test_helpers_do_not_see_the_password_on_their_command_line(tmp_path):
     from eas.cli.search import LocalWorkers
-    from eas.search.loop import Budget
+    from eas.search.budget import Budget
 
     url = "postgresql://user:s3cret@127.0.0.1:1/db"
     helpers = LocalWorkers("x", url, [Budget(trials=1)], seed=0, heartbeat=10, timeout=60, threads=1)

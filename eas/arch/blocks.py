@@ -1,8 +1,8 @@
 """PyTorch building blocks and the network they make. Convolutions carry no bias: a BatchNorm
 follows each one.
 
-This file imports only torch: `eas export` copies it verbatim into a standalone model.py, so
-an exported architecture is built by exactly this code, with or without EAS installed.
+This file imports only torch and make_divisible: `eas export` copies it into a standalone model.py
+(with make_divisible inlined), so an exported architecture is built by exactly this code, with or without EAS installed.
 A network is described by plain dicts (the genome's fields), not by EAS's classes.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from eas.arch.channels import make_divisible  # inlined by eas export: keep this line as it is
+
 ACTIVATION_MODULES = {
     "relu": nn.ReLU,
     "relu6": nn.ReLU6,
@@ -18,12 +20,6 @@ ACTIVATION_MODULES = {
     "gelu": nn.GELU,
     "silu": nn.SiLU,
 }
-
-
-def make_divisible(value: float, divisor: int = 8) -> int:
-    """Round channels to a multiple of `divisor`, never more than 10% down (MobileNet rule)."""
-    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
-    return rounded + divisor if rounded < 0.9 * value else rounded
 
 
 class ConvBNAct(nn.Sequential):

@@ -6,6 +6,7 @@ command try to allocate hundreds of GB. The limits are far above anything EAS se
 
 from __future__ import annotations
 
+from eas.arch.counting import arch_cost
 from eas.errors import UserError
 
 MAX_CHANNELS_IN = 64
@@ -37,8 +38,6 @@ def check_classes(num_classes, what: str = "number of classes") -> int:
 
 def check_buildable(arch, input_shape, num_classes) -> None:
     """Refuse, before building, an architecture whose weights or activations exceed the limits."""
-    from eas.arch.counting import arch_cost
-
     shape = check_shape(input_shape)
     check_classes(num_classes)
     cost = arch_cost(arch, shape, num_classes)

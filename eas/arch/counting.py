@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from eas.arch.channels import make_divisible
 from eas.arch.genome import Arch, Stage
 
 
@@ -31,12 +32,6 @@ class ArchCost:
     @property
     def memory_bytes_inference(self) -> int:
         return 4 * self.params + 4 * self.peak_leaf_io
-
-
-def make_divisible(value: float, divisor: int = 8) -> int:
-    """As in eas/blocks.py (which must stay free of EAS imports, so it cannot share this)."""
-    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
-    return rounded + divisor if rounded < 0.9 * value else rounded
 
 
 class _Counter:

@@ -46,7 +46,7 @@ class GenomeError(UserError, ValueError):
     """A genome string or value that does not describe a valid architecture."""
 
 
-def _number(x: float) -> str:
+def _format_number(x: float) -> str:
     """Shortest exact text for a number: 6.0 -> '6', 3.67 -> '3.67'."""
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
@@ -99,14 +99,14 @@ class Stage:
                    f"heads must be a positive integer (got {self.heads!r})")
             _check(self.width % self.heads == 0, where,
                    f"width {self.width} is not divisible by heads {self.heads}")
-            _check(0 < self.ffn <= 16, where, f"ffn ratio must be in (0, 16] (got {_number(self.ffn)})")
+            _check(0 < self.ffn <= 16, where, f"ffn ratio must be in (0, 16] (got {_format_number(self.ffn)})")
             return
         _check(self.kernel in KERNELS, where, f"kernel must be one of 3, 5, 7 (got {self.kernel!r})")
         _check(self.heads == 0 and self.ffn == 0.0, where, "heads and ffn apply to linear attention only")
         if self.kind == "ds":
             _check(self.expansion == 1.0, where, "expansion does not apply to depthwise-separable conv")
         _check(1.0 <= self.expansion <= 16, where,
-               f"expansion must be in [1, 16] (got {_number(self.expansion)})")
+               f"expansion must be in [1, 16] (got {_format_number(self.expansion)})")
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def _encode_part(kind: str, part: Stem | Stage | Head) -> str:
             if part.se:
                 tokens.append("se")
         else:
-            tokens.append(token + _number(getattr(part, TOKEN_FIELDS[token])))
+            tokens.append(token + _format_number(getattr(part, TOKEN_FIELDS[token])))
     return "_".join(tokens)
 
 

@@ -41,6 +41,7 @@ from eas.errors import UserError
 from eas.lazy import lazy_import
 from eas.objectives import Constraints, parse_objectives
 from eas.reports.summary import run_lines, study_lines
+from eas.search.budget import Budget
 from eas.study import schema
 from eas.study.queue import Run, budget_text, save
 from eas.study.reader import StudyReader, entry_of, list_studies
@@ -63,6 +64,7 @@ front = lazy_import("eas.reports.front")
 progress_line = lazy_import("eas.reports.progress")
 live_view = lazy_import("eas.search.live_view")
 loop = lazy_import("eas.search.loop")
+proposals = lazy_import("eas.search.proposals")
 
 
 def _absolute_sqlite(url: str) -> str:
@@ -244,7 +246,7 @@ def search_command(
 class SearchRequest:
     """What the user asked `eas search` for, every option checked before any storage is opened."""
 
-    budget: loop.Budget
+    budget: Budget
     objectives: tuple[str, ...]
     constraints: Constraints
     fidelity: Fidelity
@@ -257,14 +259,14 @@ class SearchRequest:
     @classmethod
     def from_options(cls, **options) -> SearchRequest:
         o = options
-        budget = loop.Budget.parse(o["budget"], o["trials"])
+        budget = Budget.parse(o["budget"], o["trials"])
         if o["queue"] and o["workers"] > 1:
             raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
                             "--workers")
         objectives = parse_objectives(o["objectives"])
         constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
-        if o["sampler"] not in loop.SAMPLER_NAMES:
-            raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(loop.SAMPLER_NAMES)})")
+        if o["sampler"] not in proposals.SAMPLERS:
+            raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(proposals.SAMPLERS)})")
         fidelity = fidelity_from_options(o["epochs"], o["subset"], o["max_steps"], o["batch_size"], o["lr"],
                                          o["precision"])
         timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
@@ -345,11 +347,11 @@ def worker_command(
     """Join a study from another process or machine, or serve every open study of a storage."""
     timeout = parse_seconds(trial_timeout, "--trial-timeout")
     if study is None:
-        _serve_pool(storage, loop.Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
+        _serve_pool(storage, Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
                     timeout, threads, quiet)
         return
     check_study_name(study)
-    run_budget = loop.Budget.parse(budget, trials)
+    run_budget = Budget.parse(budget, trials)
     url = storage or default_url(study)
     if threads:
         torch.set_num_threads(threads)

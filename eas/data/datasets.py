@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eas.arch.bounds import MAX_CLASSES, MAX_SIDE, check_shape
 from eas.errors import UserError
 
 FASHION_MNIST_SYSTEM = Path("/usr/share/datasets/fashion-mnist")
@@ -258,8 +259,6 @@ def _npz(path: str, resolution: int | None) -> RawData:
 
 def integer_labels(y: np.ndarray, where: str) -> np.ndarray:
     """Class labels as int64: whole numbers 0..MAX_CLASSES-1, never silently truncated."""
-    from eas.arch.bounds import MAX_CLASSES
-
     if y.dtype == bool or not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.complexfloating):
         raise DataError(f"{where}: labels must be integers (got dtype {y.dtype})")
     if len(y) == 0:
@@ -302,8 +301,6 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
     Without an official test split, 15% of the data is held out as test set first.
     """
     import torch
-
-    from eas.arch.bounds import MAX_SIDE, check_shape
 
     if resolution is not None and not 1 <= resolution <= MAX_SIDE:
         raise DataError(f"resolution must be 1..{MAX_SIDE} (got {resolution})")

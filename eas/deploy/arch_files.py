@@ -11,6 +11,7 @@ import pprint
 from pathlib import Path
 
 from eas.arch.genome import Arch, arch_spec
+from eas.provenance import versions
 
 ARCH_FORMAT = "eas-arch/1"
 
@@ -36,12 +37,22 @@ if __name__ == "__main__":
 '''
 
 
+INLINED_IMPORT = "from eas.arch.channels import make_divisible  # inlined by eas export: keep this line as it is\n"
+
+
+def _source(module: str) -> str:
+    """A module's file as text, without importing it (blocks.py would import torch)."""
+    return Path(importlib.util.find_spec(module).origin).read_text()
+
+
 def standalone_source(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -> str:
     header = (f'"""Standalone PyTorch model exported by EAS: needs only torch.\n\n'
               f"    from model import build_model\n    model = build_model()\n\n"
               f'Genome: {arch.encode()}\n"""\n')
-    body = Path(importlib.util.find_spec("eas.arch.blocks").origin).read_text()  # the file, without importing torch
-    body = body[body.index("from __future__"):]  # drop eas/blocks.py's own docstring
+    body = _source("eas.arch.blocks")
+    body = body[body.index("from __future__"):]  # drop blocks.py's own docstring
+    channels = _source("eas.arch.channels")
+    body = body.replace(INLINED_IMPORT, channels[channels.index("def make_divisible"):])
     spec = pprint.pformat(arch_spec(arch), sort_dicts=False, width=110)  # Python literals, not JSON
     footer = MODEL_FOOTER.format(genome=arch.encode(), spec=spec, input_shape=tuple(input_shape),
                                  num_classes=num_classes)
@@ -50,8 +61,6 @@ def standalone_source(arch: Arch, input_shape: tuple[int, int, int], num_classes
 
 def arch_document(record, settings: dict, study_name: str, checks: dict | None = None) -> dict:
     """What arch.json holds; the explorer's download button uses it too."""
-    from eas.provenance import versions
-
     stored = record.metrics
     arch = Arch.decode(record.genome)
     return {

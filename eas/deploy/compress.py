@@ -21,15 +21,32 @@ from pathlib import Path
 
 import torch
 
+from eas.arch.builder import build
+from eas.arch.genome import Arch, arch_spec
+from eas.arch.profile import profile
+from eas.deploy.arch_files import standalone_source
+from eas.deploy.export import export_onnx, prepare_output, replace_folder
+from eas.deploy.prune import inherit_weights, pruned_arch
+from eas.deploy.quantize import (
+    CALIBRATION_IMAGES,
+    calibration_images,
+    compare,
+    measure_onnx,
+    onnxruntime,
+    quantize_onnx,
+)
 from eas.errors import UserError
-from eas.training.full import WEIGHTS, load_trained
+from eas.measure.energy import make_meter
+from eas.measure.inference import inference_energy, latency
+from eas.training.checkpoint import load_weights, save_weights
+from eas.training.full import WEIGHTS, load_trained, train_exported
+from eas.training.step import evaluate_accuracy, recalibrate_batchnorm
+from eas.units import human
 
 
 def derived_document(document: dict, genome: str, source: Path, method: dict, metrics: dict) -> dict:
     """arch.json of a compressed model: the parent's task and training, a new genome and spec,
     and where it came from."""
-    from eas.arch.genome import Arch, arch_spec
-
     return {**document, "genome": genome, "spec": arch_spec(Arch.decode(genome)), "metrics": metrics,
             "derived_from": {"folder": str(Path(source).resolve()), "genome": document["genome"], **method},
             "checks": {}}
@@ -43,8 +60,6 @@ def default_output(folder: Path, method: str) -> Path:
 
 def _in_work_folder(out: Path, force: bool, write) -> dict:
     """Run `write(work)` in a temporary folder beside `out`; it becomes `out` only when complete."""
-    from eas.deploy.export import prepare_output, replace_folder
-
     prepare_output(out, force)
     work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
     try:
@@ -62,19 +77,6 @@ def _test_arrays(task):
 
 def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force: bool = False) -> dict:
     """Quantise a trained export to int8; returns report.json (fp32 and int8 side by side)."""
-    from eas.arch.genome import Arch
-    from eas.deploy.arch_files import standalone_source
-    from eas.deploy.export import export_onnx
-    from eas.deploy.quantize import (
-        CALIBRATION_IMAGES,
-        calibration_images,
-        compare,
-        measure_onnx,
-        onnxruntime,
-        quantize_onnx,
-    )
-    from eas.measure.energy import make_meter
-
     runtime, _ = onnxruntime()  # installed? (the export extra)
     document, model = load_trained(folder, task)
     meter, _ = make_meter(meter_name)
@@ -102,10 +104,6 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
 
 def measure_torch(model, task, meter) -> dict:
     """Counted cost, CPU latency, energy per 1000 images and test accuracy of a PyTorch model."""
-    from eas.arch.profile import profile
-    from eas.measure.inference import inference_energy, latency
-    from eas.training.step import evaluate_accuracy
-
     cpu = torch.device("cpu")
     cost = profile(model, task.input_shape)
     energy = inference_energy(model, task.input_shape, cpu, meter)
@@ -120,15 +118,6 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
                    force: bool = False, show_progress: bool = True) -> dict:
     """Remove `ratio` of each stage's channels, inherit the weights, fine-tune with `plan`;
     returns report.json (before, right after pruning, after fine-tuning)."""
-    from eas.arch.builder import build
-    from eas.arch.genome import Arch
-    from eas.deploy.arch_files import standalone_source
-    from eas.deploy.prune import inherit_weights, pruned_arch
-    from eas.measure.energy import make_meter
-    from eas.training.checkpoint import load_weights, save_weights
-    from eas.training.full import train_exported
-    from eas.training.step import recalibrate_batchnorm
-
     document, model = load_trained(folder, task)
     arch = Arch.decode(document["genome"])
     narrower = pruned_arch(arch, ratio)
@@ -142,8 +131,6 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
     meter, _ = make_meter(meter_name)
 
     def write(work: Path) -> dict:
-        from eas.training.step import evaluate_accuracy
-
         before = measure_torch(model, task, meter)
         inherited = work / "inherited.safetensors"
         save_weights(inherited, pruned)
@@ -188,8 +175,6 @@ def _gain(ratio: float, word: str) -> str:
 
 def comparison_rows(report: dict) -> tuple[list[list[str]], list[str]]:
     """The command's table: one row per measured quantity, before / after / gain."""
-    from eas.units import human
-
     if report["method"] == "int8":
         before, after, headers = report["fp32"], report["int8"], ["", "fp32", "int8", "int8 vs fp32"]
         quantities = [("size on disk", "size_bytes", lambda v: f"{v / 1024:.1f} KiB", "smaller")]

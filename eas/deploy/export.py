@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from eas.arch.bounds import check_buildable, check_classes, check_shape
 from eas.arch.genome import Arch
 from eas.arch.profile import profile
 from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
@@ -97,8 +98,6 @@ def replace_folder(work: Path, out: Path) -> None:
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
                  onnx: bool = True) -> dict:
     """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
-    from eas.arch.bounds import check_buildable, check_classes, check_shape
-
     prepare_output(out, force)
     arch = Arch.decode(record.genome)
     input_shape = check_shape(settings["input_shape"], "stored input shape")

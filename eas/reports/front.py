@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from eas.errors import UserError
 from eas.objectives import OBJECTIVES
 from eas.reports.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
 from eas.study import schema
@@ -161,8 +162,6 @@ def select_trial(records: list[TrialRecord], objectives: tuple[str, ...], trial:
                  pick: str | None = None, limits=None) -> TrialRecord:
     """The trial to export: by number, or picked from the Pareto set after applying `limits`
     (an eas.objectives.Constraints): its knee, its most accurate or its smallest (fewest MACs)."""
-    from eas.errors import UserError
-
     if trial is not None:
         match = [r for r in records if r.number == trial]
         if not match:

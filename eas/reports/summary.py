@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from eas.units import human, human_bytes, printable, table
+from eas.reports.front import (
+    accuracy_interval,
+    footprint,
+    hypervolume,
+    knee,
+    pareto_front,
+    rank_agreement,
+    rung_counts,
+    time_split_total,
+)
+from eas.study.queue import budget_text
+from eas.study.records import counts
+from eas.units import format_duration, human, human_bytes, printable, table
 
 
 def profile_lines(arch, cost) -> list[str]:
@@ -73,8 +85,6 @@ PARETO_HEADERS = ["trial", "accuracy (95% CI)", "MACs", "params", "energy", "lat
 
 def accuracy_text(metrics: dict) -> str:
     """85.20% +-0.90: the validation accuracy with the half-width of its 95% interval."""
-    from eas.reports.front import accuracy_interval
-
     accuracy = metrics.get("accuracy") or 0.0
     low, high = accuracy_interval(metrics)
     half = (high - low) / 2 if high == high else 0.0
@@ -91,8 +101,6 @@ def split_text(split: dict[str, float]) -> str:
 
 def fidelity_lines(settings: dict, records) -> list[str]:
     """The rungs of a multi-fidelity study, how many reached each, and how well each ranks."""
-    from eas.reports.front import rank_agreement, rung_counts
-
     ladder = settings.get("multi_fidelity") or {}
     if not ladder:
         return []
@@ -112,9 +120,6 @@ def fidelity_lines(settings: dict, records) -> list[str]:
 
 def footprint_lines(spent: dict, records) -> list[str]:
     """`spent`: eas.reports.front.footprint of the records."""
-    from eas.reports.front import time_split_total
-    from eas.units import format_duration
-
     per_kwh = spent["hypervolume_per_kwh"]
     return [f"footprint   {format_duration(spent['wall_seconds'])} wall, evaluations "
             f"{format_duration(spent['evaluate_seconds'])}, {spent['energy_kwh']:.3g} kWh ({spent['energy_source']})"
@@ -124,9 +129,6 @@ def footprint_lines(spent: dict, records) -> list[str]:
 
 def study_lines(name: str, settings: dict, records, objectives, reference) -> list[str]:
     """What `eas show STUDY` prints: the study, its counts, hypervolume and Pareto set."""
-    from eas.reports.front import footprint, knee, pareto_front
-    from eas.study.records import counts
-
     c = counts(records)
     spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
     front = pareto_front(records, objectives)
@@ -157,10 +159,6 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
 
 def run_lines(summary, budget, records, objectives, reference) -> list[str]:
     """The end-of-run summary: how the budget was spent."""
-    from eas.reports.front import hypervolume, pareto_front
-    from eas.study.records import counts
-    from eas.units import format_duration
-
     c = counts(records)
     wall = summary.wall_seconds
     spent = summary.evaluate_seconds
@@ -182,8 +180,6 @@ def run_lines(summary, budget, records, objectives, reference) -> list[str]:
 
 def verification_lines(result: dict) -> list[str]:
     """What `eas verify` found: rank agreement, seed spread, and who held their place."""
-    from eas.units import format_duration
-
     tau = result.get("kendall_tau")
     lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:g}x the "
              f"full fidelity), {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
@@ -199,8 +195,6 @@ def verification_lines(result: dict) -> list[str]:
 
 def study_rows(listed: list[dict], now: float) -> list[dict]:
     """`eas studies` and the explorer's Studies page: one plain row per study of list_studies."""
-    from eas.study.queue import budget_text
-
     rows = []
     for row in listed:
         if not row["study"]:

@@ -79,13 +79,32 @@ def wilson_interval(correct: int, n: int, z: float = Z95) -> tuple[float, float]
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def counted_metrics(arch: Arch, task: Dataset, batch_size: int) -> dict:
-    """Costs known from the genome alone (no model is built)."""
+def counted_metrics(arch: Arch, task: Dataset, batch_size: int = 1) -> dict:
+    """Costs known from the genome alone (no model is built), keyed like Metrics so that
+    constraints apply to them directly; training memory at `batch_size`."""
     cost = arch_cost(arch, task.input_shape, task.num_classes)
     return {"params": cost.params, "macs": cost.macs, "flops": 2 * cost.macs,
             "memory_bytes_inference": cost.memory_bytes_inference,
             # activations kept for backward grow with the batch (estimated as eas.arch.profile.Profile does)
             "memory_bytes_training": 16 * cost.params + 4 * cost.kept_for_backward * batch_size}
+
+
+@dataclass
+class TrainingTally:
+    """What a candidate's training segments added up to."""
+
+    seconds: float = 0.0
+    steps: int = 0
+    images: int = 0
+    energy_j: float = 0.0
+    precision: str = ""
+
+    def add(self, result, joules: float) -> None:
+        self.seconds += result.seconds
+        self.steps += result.steps
+        self.images += result.images
+        self.energy_j += joules
+        self.precision = result.precision
 
 
 class Candidate:
@@ -99,7 +118,8 @@ class Candidate:
         self.meter, self.energy_note = make_meter(meter, cuda=self.device.type == "cuda")
         self.split = dict.fromkeys(("build", "latency", "training", "recalibration", "validation"), 0.0)
         self.energy_j = 0.0
-        self.train = {"seconds": 0.0, "steps": 0, "images": 0, "energy_j": 0.0, "precision": ""}
+        self.trained = TrainingTally()
+        self.violations: dict[str, float] = {}
         started = time.perf_counter()
         torch.manual_seed(seed)
         self.model = build(arch, task.input_shape, task.num_classes).to(self.device)
@@ -141,9 +161,7 @@ class Candidate:
             steps=steps, segment=segment, recalibration_images=recalibration_images))
         self.split["training"] -= result.recalibration_seconds
         self.split["recalibration"] += result.recalibration_seconds
-        self.train.update(seconds=self.train["seconds"] + result.seconds, steps=self.train["steps"] + result.steps,
-                          images=self.train["images"] + result.images,
-                          energy_j=self.train["energy_j"] + reading.joules, precision=result.precision)
+        self.trained.add(result, reading.joules)
         return result
 
     def validate(self, images: int | None = None) -> dict:
@@ -172,11 +190,23 @@ class Candidate:
         split = {k: round(v, 4) for k, v in self.split.items()}
         total = time.perf_counter() - self.began
         split["other"] = round(max(0.0, total - sum(self.split.values())), 4)
-        return Metrics(status=status, reason=reason, violations=violations or {}, **(validation or {}),
-                       train_seconds=self.train["seconds"], train_steps=self.train["steps"],
-                       train_images=self.train["images"], train_energy_j=self.train["energy_j"],
-                       precision=self.train["precision"], evaluate_energy_j=self.energy_j,
-                       evaluate_seconds=total, time_split=split, **self.metrics)
+        trained = self.trained
+        return Metrics(status=status, reason=reason, violations=self.violations if violations is None else violations,
+                       **(validation or {}), train_seconds=trained.seconds, train_steps=trained.steps,
+                       train_images=trained.images, train_energy_j=trained.energy_j, precision=trained.precision,
+                       evaluate_energy_j=self.energy_j, evaluate_seconds=total, time_split=split, **self.metrics)
+
+    def screen(self, constraints: Constraints | None) -> Metrics | None:
+        """The infeasible result when the candidate breaks a limit, else None. Counted costs are
+        checked first (milliseconds); latency is measured only for a candidate within them."""
+        for measure in (None, self.measure_latency):
+            if measure is not None:
+                measure()
+            self.violations = constraints.violations(self.metrics) if constraints else {}
+            broken = [name for name, excess in self.violations.items() if excess > 0]
+            if broken:
+                return self.result("infeasible", "violates " + ", ".join(broken))
+        return None
 
 
 def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), device: str = "auto",
@@ -185,16 +215,10 @@ def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), d
     """Count, time and (if feasible) train `arch` on `task` at one fidelity; energy throughout."""
     arch = Arch.decode(arch) if isinstance(arch, str) else arch
     candidate = Candidate(arch, task, fidelity, device, seed, meter)
-    violations = constraints.violations(candidate.metrics) if constraints else {}
-    if any(v > 0 for v in violations.values()):  # counted costs: infeasible in milliseconds
-        return candidate.result("infeasible", "violates " + ", ".join(k for k, v in violations.items() if v > 0),
-                                violations)
-    candidate.measure_latency()
-    violations = constraints.violations(candidate.metrics) if constraints else {}
-    if any(v > 0 for v in violations.values()):
-        return candidate.result("infeasible", "violates " + ", ".join(k for k, v in violations.items() if v > 0),
-                                violations)
+    infeasible = candidate.screen(constraints)
+    if infeasible is not None:
+        return infeasible
     trained = candidate.train_segment(fidelity.total_steps(len(task.train_y)), deadline=deadline)
     if trained.diverged:
-        return candidate.result("diverged", trained.diverged, violations)
-    return candidate.result("ok", violations=violations, validation=candidate.validate())
+        return candidate.result("diverged", trained.diverged)
+    return candidate.result("ok", validation=candidate.validate())

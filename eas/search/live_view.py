@@ -6,11 +6,10 @@ never the size of the study, so the ten-thousandth trial is booked as fast as th
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from eas.arch.genome import Arch
-from eas.reports.front import feasible, minimised, spent_energy_j
+from eas.reports.front import feasible, minimised
 from eas.reports.pareto import hypervolume_of_points, pareto_mask
 from eas.study import schema
 from eas.study.reader import StudyReader
@@ -36,9 +35,6 @@ class LiveStudy:
         self.evaluated: dict[str, TrialRecord] = {}  # genome key -> a complete trial with metrics
         self.front: list[TrialRecord] = []
         self.any_feasible = False
-        self.training_energy_j = 0.0  # spent by the search; reused results are not counted again
-        self.evaluate_energy_j = 0.0  # everything evaluations cost: training, validation, timing
-        self.evaluate_seconds = 0.0
         self.hypervolume = 0.0
         self.rung_results: dict[int, dict[int, dict]] = {}  # rung -> trial number -> rung record
 
@@ -64,11 +60,6 @@ class LiveStudy:
                 key = genome_key(record)
                 if key is not None and schema.CACHED_FROM not in record.attrs:
                     self.evaluated.setdefault(key, record)
-            finished = record.state in ("complete", "infeasible", "pruned", "failed")
-            if finished and schema.CACHED_FROM not in record.attrs:
-                self.training_energy_j += spent_energy_j(record)
-                self.evaluate_energy_j += _number(record.metrics.get("evaluate_energy_j"))
-                self.evaluate_seconds += _number(record.metrics.get("evaluate_seconds"))
             if record.state == "complete" and record.metrics.get("status", "ok") == "ok":
                 self.any_feasible = True
             if feasible([record], self.objectives):
@@ -89,8 +80,4 @@ class LiveStudy:
         results = self.rung_results.get(rung, {})
         numbers = [n for n in sorted(results) if n != excluding]
         return [results[n] for n in (numbers[-last:] if last else numbers)]
-
-
-def _number(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 

@@ -14,59 +14,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from eas import interrupt
+from eas.arch.builder import build
+from eas.arch.reference import REFERENCES, reference
 from eas.errors import UserError
+from eas.measure.energy import make_meter
+from eas.measure.inference import inference_energy, latency
 from eas.objectives import OBJECTIVES, Constraints
-from eas.search.rungs import Ladder
+from eas.provenance import versions
+from eas.search.budget import Budget
+from eas.search.candidate import Candidate, counted_metrics
+from eas.search.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
+from eas.search.rungs import RANKING_WINDOW, Ladder, decide, rung_points
 from eas.study import schema
 from eas.study.schema import SearchSettings
-from eas.units import parse_seconds
+from eas.study.setup import create_or_resume
+from eas.study.snapshots import Snapshots
+from eas.training.proxy import Fidelity, TrialTimeout
+from eas.training.step import TrainStep, resolve_precision
 
 MAX_CONSECUTIVE_INFEASIBLE = 200
-SAMPLER_NAMES = ("tpe", "evolution", "nsga2", "gp", "random")  # eas.search.proposals.SAMPLERS, without importing optuna
-MAX_BUDGET_SECONDS = 366 * 24 * 3600
-
-
-@dataclass(frozen=True)
-class Budget:
-    """When to stop starting trials: after `seconds` of wall time and/or `trials` trials."""
-
-    seconds: float | None = None
-    trials: int | None = None
-
-    @classmethod
-    def parse(cls, budget: str | None, trials: int | None) -> Budget:
-        if budget is None and trials is None:
-            raise UserError("give a --budget (e.g. 2h, 90m, 1h30m) and/or --trials N")
-        if trials is not None and not 1 <= trials <= 10_000_000:
-            raise UserError(f"--trials must be 1..10,000,000 (got {trials})")
-        seconds = parse_seconds(budget, "--budget") if budget else None
-        if seconds is not None and seconds > MAX_BUDGET_SECONDS:
-            raise UserError(f"--budget must be at most a year (got {budget[:40]!r})")
-        return cls(seconds, trials)
-
-    def split(self, workers: int) -> list[Budget]:
-        """One budget per process so that together they run exactly `trials` trials."""
-        if self.trials is None:
-            return [self] * workers
-        shares = [self.trials // workers + (i < self.trials % workers) for i in range(workers)]
-        return [Budget(self.seconds, share) for share in shares if share]
 
 
 # -- study setup -----------------------------------------------------------------------------
 
-def counted_costs(arch, task) -> dict:
-    """The costs known without building or running `arch` (MACs, params, inference memory),
-    keyed like Metrics so constraints apply to them directly."""
-    from eas.arch.counting import arch_cost
-
-    cost = arch_cost(arch, task.input_shape, task.num_classes)
-    return {"macs": cost.macs, "params": cost.params, "memory_bytes_inference": cost.memory_bytes_inference}
-
-
 def _timed_model(arch, task, device):
     import torch
-
-    from eas.arch.builder import build
 
     return build(arch, task.input_shape, task.num_classes).to(device).to(memory_format=torch.channels_last)
 
@@ -75,10 +48,8 @@ def check_feasible_at_all(space, task, constraints: Constraints, device) -> None
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
     is touched (cost grows with every choice, so the smallest arch is a lower bound). Latency
     is measured on the device the trials will use."""
-    from eas.measure.inference import latency
-
     smallest, _ = space.extremes()
-    metrics = counted_costs(smallest, task)
+    metrics = counted_metrics(smallest, task)
     if constraints.max_latency_ms is not None:
         metrics["latency_ms"] = latency(_timed_model(smallest, task, device), task.input_shape, device).median_ms
     broken = {k: v for k, v in constraints.violations(metrics).items() if v > 0}
@@ -96,15 +67,10 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     scaled to the fidelity's step count, x 1.5 (noisier than a count)."""
     import torch
 
-    from eas.measure.energy import make_meter
-    from eas.measure.inference import inference_energy, latency
-    from eas.training.proxy import Fidelity
-    from eas.training.step import TrainStep, resolve_precision
-
     _, largest = space.extremes()
     model = _timed_model(largest, task, device)
     meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
-    costs = counted_costs(largest, task)
+    costs = counted_metrics(largest, task)
     measured = {
         "macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
         "latency": latency(model, task.input_shape, device, repeats=5).median_ms,
@@ -134,14 +100,12 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
 def enqueue_references(study, space, task, constraints: Constraints) -> list[str]:
     """Queue the reference architectures that this space can express and that meet the cheap
     constraints, so they are evaluated first."""
-    from eas.arch.reference import REFERENCES, reference
-
     queued = []
     for name in REFERENCES:
         params = space.params_of(reference(name))
         if params is None:
             continue
-        cheap = counted_costs(space.arch_from_params(params), task)
+        cheap = counted_metrics(space.arch_from_params(params), task)
         if all(v <= 0 for v in constraints.violations(cheap).values()):
             study.enqueue_trial(params, user_attrs={schema.WARM_START: name}, skip_if_exists=True)
             queued.append(name)
@@ -150,8 +114,6 @@ def enqueue_references(study, space, task, constraints: Constraints) -> list[str
 
 def prepare_study(settings: SearchSettings, study_name: str, storage, space, task, device):
     """(study, created): create the study, or load it and check it has the same settings."""
-    from eas.study.setup import create_or_resume
-
     def warm_start(study) -> None:
         if settings.warm_start:
             enqueue_references(study, space, task, Constraints.from_dict(settings.constraints))
@@ -184,8 +146,6 @@ class RunSummary:
 
 def ladder_of(settings: SearchSettings, task) -> Ladder:
     """The study's rungs; a study without them trains every candidate at its one fidelity."""
-    from eas.training.proxy import Fidelity
-
     if settings.multi_fidelity:
         return Ladder.from_dict(settings.multi_fidelity)
     return Ladder((Fidelity(**settings.fidelity).total_steps(len(task.train_y)),), 3)
@@ -196,9 +156,6 @@ class TrialRunner:
 
     def __init__(self, settings: SearchSettings, space, task, live, snapshots, deadline: float | None,
                  trial_timeout: float, summary: RunSummary):
-        from eas.provenance import versions
-        from eas.training.proxy import Fidelity
-
         self.settings, self.space, self.task, self.live, self.snapshots = settings, space, task, live, snapshots
         self.fidelity = Fidelity(**settings.fidelity)
         self.ladder = ladder_of(settings, task)
@@ -251,8 +208,6 @@ class TrialRunner:
     def _evaluate(self, trial, arch, training: dict) -> dict:
         import optuna
 
-        from eas.training.proxy import TrialTimeout
-
         limit = time.monotonic() + self.trial_timeout
         deadline = min(limit, self.deadline) if self.deadline else limit
         try:
@@ -288,20 +243,14 @@ class TrialRunner:
     def _train_rungs(self, trial, arch, training: dict, deadline):
         from dataclasses import replace
 
-        from eas.search.candidate import Candidate
-
         fidelity = replace(self.fidelity, **training)
         candidate = Candidate(arch, self.task, fidelity, self.settings.device, self.settings.seed,
                               self.settings.meter)
         # Rungs count optimiser steps at the study's batch size: another batch size sees as many images.
         scale = self.fidelity.batch_size / fidelity.batch_size
-        violations = self.constraints.violations(candidate.metrics)
-        if any(v > 0 for v in violations.values()):  # counted costs: infeasible in milliseconds
-            return candidate.result("infeasible", _violated(violations), violations)
-        candidate.measure_latency()
-        violations = self.constraints.violations(candidate.metrics)
-        if any(v > 0 for v in violations.values()):
-            return candidate.result("infeasible", _violated(violations), violations)
+        infeasible = candidate.screen(self.constraints)
+        if infeasible is not None:
+            return infeasible
         first, rungs = self._resume_point(trial, candidate)
         ladder = self.ladder
         for rung in range(first, ladder.top + 1):
@@ -309,10 +258,10 @@ class TrialRunner:
             trained = candidate.train_segment(round(ladder.steps[rung] * scale) - done, segment=rung, deadline=deadline,
                                               recalibration_images=ladder.recalibration_images(rung))
             if trained.diverged:
-                return candidate.result("diverged", trained.diverged, violations)
+                return candidate.result("diverged", trained.diverged)
             validation = candidate.validate(ladder.val_images(rung))
             record = {"rung": rung, "steps": ladder.steps[rung], **validation,
-                      "train_seconds": candidate.train["seconds"], "train_energy_j": candidate.train["energy_j"],
+                      "train_seconds": candidate.trained.seconds, "train_energy_j": candidate.trained.energy_j,
                       **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference", "latency_ms")}}
             if ladder.top > 0:
                 decision = self._decide(trial.number, rung, record)
@@ -326,16 +275,14 @@ class TrialRunner:
             if not record["go_on"]:
                 reason = (f"stopped after rung {rung}: ranked {decision.position + 1} of {decision.results} "
                           f"results there (the best {decision.keep} train on)")
-                return candidate.result("stopped", reason, violations, validation)
+                return candidate.result("stopped", reason, validation=validation)
         if ladder.top > 0:
             trial.set_user_attr(schema.RUNGS, rungs)
-        return candidate.result("ok", violations=violations, validation=validation)
+        return candidate.result("ok", validation=validation)
 
     def _decide(self, number: int, rung: int, record: dict):
         """Rank this rung result among the results stored at the rung so far (the most recent
         RANKING_WINDOW of them)."""
-        from eas.search.rungs import RANKING_WINDOW, decide, rung_points
-
         self.live.refresh()
         results = [*self.live.results_at(rung, excluding=number, last=RANKING_WINDOW - 1), record]
         points = rung_points(results, self.settings.objectives, self.live.reference)
@@ -352,10 +299,6 @@ def candidate_key(arch, training: dict) -> str:
         return arch.canonical_hash()
     text = arch.canonical().encode() + json.dumps(training, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _violated(violations: dict) -> str:
-    return "violates " + ", ".join(k for k, v in violations.items() if v > 0)
 
 
 def _set_outcome(trial, status: str, reason: str) -> None:
@@ -393,8 +336,6 @@ def objective_values(metrics: dict, objectives: tuple[str, ...]) -> list[float]:
 def make_sampler(settings: SearchSettings, space, task, live, seed: int):
     """The study's sampler, wrapped so that proposals over a counted limit, or evaluated before,
     never become trials."""
-    from eas.search.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
-
     if settings.sampler not in SAMPLERS:
         raise UserError(f"unknown sampler {settings.sampler!r} (known: {', '.join(SAMPLERS)})")
     distributions = space_distributions(space)
@@ -402,12 +343,10 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int):
     constraints = Constraints.from_dict(settings.constraints)
 
     def refuse(params: dict) -> str | None:
-        from eas.errors import UserError as BadArch
-
         try:
             arch = space.arch_from_params(params)
-            counted = counted_costs(arch, task)
-        except BadArch:
+            counted = counted_metrics(arch, task)
+        except UserError:
             return "unbuildable"
         broken = [name for name, excess in constraints.violations(counted).items() if excess > 0]
         if broken:
@@ -426,8 +365,6 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
     A worker pool passes the study's `sampler` (and `snapshots`) kept from its earlier trials."""
     import optuna
     from optuna.trial import TrialState
-
-    from eas.study.snapshots import Snapshots
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.sampler = sampler or make_sampler(settings, space, task, live, seed)
@@ -448,8 +385,6 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
             study_.stop()
         if on_trial:
             on_trial(live, summary)
-
-    from eas import interrupt
 
     interrupt.install()
     try:

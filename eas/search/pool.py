@@ -14,7 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from eas.arch.space import space_from_definition
+from eas.data.datasets import load_dataset
 from eas.errors import UserError
+from eas.reports.progress import status_text
+from eas.search.budget import Budget
+from eas.search.live_view import LiveStudy
+from eas.search.loop import _engine_of, make_sampler, run_search
+from eas.study import schema
+from eas.study.queue import pick
+from eas.study.reader import NoSuchStudy, StudyReader, queue_entries
+from eas.study.schema import SearchSettings
+from eas.study.snapshots import Snapshots
+from eas.study.storage import harden_sqlite, open_storage
 
 WAIT_POLL_SECONDS = 5.0
 
@@ -42,8 +54,6 @@ class PoolSummary:
 class Pool:
     def __init__(self, url: str, heartbeat: int, trial_timeout: float, seed: int,
                  echo: Callable[[str], None] = lambda line: None):
-        from eas.study.storage import harden_sqlite, open_storage
-
         self.url, self.trial_timeout, self.seed, self.echo = url, trial_timeout, seed, echo
         self.storage = open_storage(url, heartbeat=heartbeat)  # one engine for every study served
         harden_sqlite(self.storage)
@@ -52,14 +62,6 @@ class Pool:
 
     def _serve(self, name: str) -> Served:
         import optuna
-
-        from eas.arch.space import space_from_definition
-        from eas.data.datasets import load_dataset
-        from eas.search.live_view import LiveStudy
-        from eas.search.loop import _engine_of, make_sampler
-        from eas.study.reader import StudyReader
-        from eas.study.schema import SearchSettings
-        from eas.study.snapshots import Snapshots
 
         if name not in self.served:
             reader = StudyReader(self.url, name)
@@ -80,8 +82,6 @@ class Pool:
         """The queue entries of the storage; a read that fails (a dropped connection) is retried
         before it becomes an error, so a blip of the server does not end the worker. A storage
         without EAS tables is an answer, not a blip: not retried."""
-        from eas.study.reader import NoSuchStudy, queue_entries
-
         for attempt in range(1, tries):
             try:
                 return queue_entries(self.url)
@@ -97,10 +97,6 @@ class Pool:
         `budget` is spent, or Ctrl-C."""
         from sqlalchemy.exc import DBAPIError
 
-        from eas.reports.progress import status_text
-        from eas.search.loop import Budget, run_search
-        from eas.study import schema
-        from eas.study.queue import pick
         summary = PoolSummary()
         began = time.monotonic()
         while True:

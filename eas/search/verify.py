@@ -15,20 +15,19 @@ import statistics
 import time
 from dataclasses import replace
 
+from eas.arch.genome import Arch
 from eas.errors import UserError
+from eas.reports.front import pareto_front
+from eas.reports.pareto import kendall_tau
+from eas.search.candidate import Candidate, wilson_interval
+from eas.search.loop import ladder_of
 from eas.study.records import TrialRecord
+from eas.study.schema import SearchSettings
+from eas.training.proxy import Fidelity
 
 
 def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str = "auto",
                  on_result=None) -> dict:
-    from eas.arch.genome import Arch
-    from eas.reports.front import pareto_front
-    from eas.reports.pareto import kendall_tau
-    from eas.search.candidate import Candidate
-    from eas.search.loop import ladder_of
-    from eas.study.schema import SearchSettings
-    from eas.training.proxy import Fidelity
-
     settings = SearchSettings.from_dict(loaded.settings, loaded.name)
     front = sorted(pareto_front(loaded.records, loaded.objectives), key=lambda r: -r.value("accuracy"))[:top]
     if len(front) < 1:
@@ -72,9 +71,6 @@ def _training(record: TrialRecord) -> dict:
 
 def _held(front: list[TrialRecord], rows: list[dict], objectives) -> set[int]:
     """Members still on the (tied) Pareto set of the verified members, with verified accuracies."""
-    from eas.reports.front import pareto_front
-    from eas.search.candidate import wilson_interval
-
     verified = []
     for record, row in zip(front, rows, strict=True):
         n = record.metrics.get("val_images") or 0

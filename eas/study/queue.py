@@ -28,7 +28,7 @@ STATES = ("queued", "running", "stopped", "done", "unqueued")
 COUNTED = ("complete", "infeasible", "stopped", "pruned", "running", "waiting")
 
 
-def _number(value) -> bool:
+def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -50,7 +50,7 @@ class Run:
         if not isinstance(budget, dict):
             return None, "malformed budget"
         seconds, trials, priority = budget.get("seconds"), budget.get("trials"), budget.get("priority", 0)
-        if seconds is not None and not (_number(seconds) and seconds > 0):
+        if seconds is not None and not (_finite_number(seconds) and seconds > 0):
             return None, "malformed budget seconds"
         if trials is not None and not (isinstance(trials, int) and not isinstance(trials, bool) and trials >= 0):
             return None, "malformed budget trials"
@@ -59,7 +59,7 @@ class Run:
         if not (isinstance(priority, int) and not isinstance(priority, bool) and abs(priority) <= 10**6):
             return None, "malformed priority"
         for value in (started, stopped):
-            if value is not None and not _number(value):
+            if value is not None and not _finite_number(value):
                 return None, "malformed start or stop time"
         return cls(seconds, trials, priority, started, stopped), None
 

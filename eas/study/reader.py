@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from eas.arch.bounds import check_classes, check_shape
 from eas.errors import UserError
 from eas.study import schema
 from eas.study.queue import COUNTED, QueuedStudy, Run
-from eas.study.records import TrialRecord, make_record
-from eas.study.storage import preflight, safe_url, sqlite_path, studies_dir
+from eas.study.records import STATES, TrialRecord, make_record, state_of
+from eas.study.storage import first_line, preflight, safe_url, sqlite_path, studies_dir
 
 _ENGINES: dict[str, object] = {}
 
@@ -60,14 +61,9 @@ def readonly_engine(url: str):
         else:
             engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
     except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as error:
-        raise UserError(f"cannot open storage {safe_url(url)}: {_first_line(error)}") from None
+        raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
     _ENGINES[url] = engine
     return engine
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "orig", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 @contextmanager
@@ -80,7 +76,7 @@ def reading(url: str) -> Iterator[object]:
         with engine.connect() as connection:
             yield connection
     except SQLAlchemyError as error:
-        text = _first_line(error)
+        text = first_line(error)
         if "no such table" in text or "does not exist" in text and "relation" in text:
             raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
                             "or not an Optuna storage)") from None
@@ -131,8 +127,6 @@ def _state_counts(connection) -> dict[int, dict[str, int]]:
     study is read in full (eas show), which validates every trial."""
     from sqlalchemy import text
 
-    from eas.study.records import STATES, state_of
-
     counts: dict[int, dict[str, int]] = {}
     for study_id, state, status, n in connection.execute(text(
             f"SELECT t.study_id, t.state, a.value_json, COUNT(*) FROM trials t LEFT JOIN trial_user_attributes a "
@@ -155,8 +149,6 @@ def _running_workers(connection) -> dict[int, set[str]]:
 
 
 def _by_state(counts: dict, study_id: int) -> dict[str, int]:
-    from eas.study.records import STATES
-
     return counts.get(study_id) or dict.fromkeys(STATES, 0)
 
 
@@ -282,8 +274,6 @@ class StudyReader:
             if isinstance(reference, dict) else {}
         self.task = None
         if settings.input_shape is not None and settings.num_classes is not None:
-            from eas.arch.bounds import check_classes, check_shape
-
             self.task = (check_shape(settings.input_shape, f"study {name!r}: stored input shape"),
                          check_classes(settings.num_classes, f"study {name!r}: stored number of classes"))
         self.records: dict[int, TrialRecord] = {}

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from eas.arch.bounds import check_buildable
+from eas.arch.genome import Arch
+from eas.errors import UserError
 from eas.objectives import OBJECTIVES
 from eas.study import schema
 
@@ -47,10 +50,6 @@ def _is_number(value) -> bool:
 
 def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | None:
     """Why a stored trial cannot be trusted, or None. `task` = (input_shape, num_classes)."""
-    from eas.arch.bounds import check_buildable
-    from eas.arch.genome import Arch
-    from eas.errors import UserError
-
     genome = attrs.get(schema.GENOME)
     if genome is not None:
         if not isinstance(genome, str):

@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from eas.errors import UserError
+from eas.objectives import OBJECTIVES
+from eas.provenance import versions
 from eas.study import schema
-from eas.study.reader import StudyReader
-from eas.study.storage import harden_sqlite, open_storage
+from eas.study.reader import NoSuchStudy, StudyReader
+from eas.study.storage import harden_sqlite, open_storage, sqlite_path
 
 
 def check_resumable(url: str, name: str, settings: schema.SearchSettings) -> None:
     """Before anything is written: a stored study of that name must have the same settings
     (and a schema this EAS can read). Nothing is checked when it does not exist yet."""
-    from eas.study.reader import NoSuchStudy
-    from eas.study.storage import sqlite_path
-
     path = sqlite_path(url)
     if path is not None and not path.exists():
         return
@@ -38,9 +37,6 @@ def create_or_resume(storage, name: str, settings: schema.SearchSettings, refere
                      warm_start: Callable[[object], None] | None = None):
     """(study, created): a new study with `settings`, or the stored one when its settings match."""
     import optuna
-
-    from eas.objectives import OBJECTIVES
-    from eas.provenance import versions
 
     directions = [OBJECTIVES[o].direction for o in settings.objectives]
     study = optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)

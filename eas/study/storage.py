@@ -98,8 +98,10 @@ def preflight(url: str, must_exist: bool = False) -> None:
                         f"{', '.join(sorted(tables)[:5])}); EAS writes only to its own study files")
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
+def first_line(error: BaseException) -> str:
+    """An error's first line (a database driver's own message, not SQLAlchemy's wrapper), for a
+    one-line refusal."""
+    text = str(getattr(error, "orig", None) or error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
@@ -135,7 +137,7 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
             if attempt == 2:
                 raise UserError(f"cannot open storage {safe_url(url)}: another process keeps creating it") from None
         except (SQLAlchemyError, ImportError, ValueError) as error:
-            raise UserError(f"cannot open storage {safe_url(url)}: {_first_line(error)}") from None
+            raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
     raise AssertionError("unreachable")
 
 

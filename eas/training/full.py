@@ -17,14 +17,18 @@ from pathlib import Path
 import torch
 
 from eas import interrupt
+from eas.arch.bounds import check_buildable, check_classes, check_shape
 from eas.arch.builder import build
+from eas.arch.genome import Arch
 from eas.arch.profile import profile
+from eas.arch.space import TRAIN_FIELDS
 from eas.errors import UserError
 from eas.measure.device import resolve_device
 from eas.measure.energy import make_meter
 from eas.training.checkpoint import load_checkpoint, load_weights, recover_checkpoint, save_checkpoint, save_weights
 from eas.training.distributed import Group, energy_share
 from eas.training.green import DEFAULT_GRID_G_PER_KWH, efficiency_report
+from eas.training.proxy import Fidelity
 from eas.training.step import (
     MIN_BATCH,
     DistillationLoss,
@@ -57,8 +61,6 @@ class TrainPlan:
     MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed", "teacher")
 
     def __post_init__(self) -> None:
-        from eas.training.proxy import Fidelity
-
         if self.epochs < 1 or self.accumulate < 1:
             raise UserError("epochs and accumulation steps must be at least 1")
         Fidelity(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
@@ -72,9 +74,6 @@ class TrainPlan:
 
 def read_arch(folder: Path) -> dict:
     """arch.json of an export, checked: a genome that decodes, a sane shape and class count."""
-    from eas.arch.bounds import check_buildable, check_classes, check_shape
-    from eas.arch.genome import Arch
-
     path = Path(folder) / "arch.json"
     if not path.exists():
         raise UserError(f"{folder} holds no arch.json (make one with `eas export`)")
@@ -93,8 +92,6 @@ def read_arch(folder: Path) -> dict:
 
 
 def _check_training(training: dict) -> None:
-    from eas.arch.space import TRAIN_FIELDS
-
     for key, value in training.items():
         if key not in TRAIN_FIELDS or not TRAIN_FIELDS[key][0](value):
             raise UserError(f"training.{key}: {value!r} is not {TRAIN_FIELDS.get(key, (0, 'known'))[1]}")
