@@ -50,16 +50,19 @@ def is_module(name: str) -> bool:
 def eas_imports(path: Path) -> set[str]:
     """Every eas module `path` imports, at its top or inside a function: `from eas.x import y`
     names eas.x.y when y is a module, else eas.x; lazy_import("eas.x") counts as an import."""
+    return set().union(*(eas_imports_of(node) for node in ast.walk(ast.parse(path.read_text()))))
+
+
+def eas_imports_of(node: ast.AST) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{alias.name}" for alias in node.names]
-            found.update(name if is_module(name) else node.module for name in names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_import" and node.args
-              and isinstance(node.args[0], ast.Constant)):
-            found.add(node.args[0].value)
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        names = [f"{node.module}.{alias.name}" for alias in node.names]
+        found.update(name if is_module(name) else node.module for name in names)
+    elif isinstance(node, ast.Import):
+        found.update(alias.name for alias in node.names)
+    elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_import" and node.args
+          and isinstance(node.args[0], ast.Constant)):
+        found.add(node.args[0].value)
     return {name for name in found if name == "eas" or name.startswith("eas.")}
 
 
@@ -100,6 +103,20 @@ def test_no_import_circle_anywhere():
         if module not in state:
             visit(module, [module])
     assert not circles, "\n".join(circles)
+
+
+def test_eas_imports_stand_at_the_top_outside_the_faces():
+    """Only the faces (cli, ui) import inside functions, so that `eas --help` and the explorer's
+    first page stay light; everywhere else the import graph is visible at the top of each file."""
+    inside = []
+    for path in EAS.rglob("*.py"):
+        if room_of(module_name(path)) in ("cli", "ui"):
+            continue
+        for function in ast.walk(ast.parse(path.read_text())):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(function)
+                           if isinstance(node, (ast.Import, ast.ImportFrom)) and eas_imports_of(node)]
+    assert not inside, inside
 
 
 def test_each_room_says_what_lives_there():

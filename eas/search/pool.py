@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eas.arch.space import space_from_definition
 from eas.data.datasets import load_dataset
@@ -28,6 +29,13 @@ from eas.study.schema import SearchSettings
 from eas.study.snapshots import Snapshots
 from eas.study.storage import harden_sqlite, open_storage
 
+if TYPE_CHECKING:
+    import optuna
+
+    from eas.arch.space import Space
+    from eas.data.datasets import Dataset
+    from eas.search.proposals import ConstraintAwareSampler
+
 WAIT_POLL_SECONDS = 5.0
 
 
@@ -35,13 +43,13 @@ WAIT_POLL_SECONDS = 5.0
 class Served:
     """What a context needs to run trials of one study in this process."""
 
-    study: object
-    settings: object
-    space: object
-    task: object
-    live: object
-    sampler: object
-    snapshots: object
+    study: optuna.Study
+    settings: SearchSettings
+    space: Space
+    task: Dataset
+    live: LiveStudy
+    sampler: ConstraintAwareSampler
+    snapshots: Snapshots
 
 
 @dataclass
