@@ -8,6 +8,7 @@ imported when a command first reaches into it (as Optuna's `_LazyImport` does).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import types
 
 
@@ -24,3 +25,11 @@ class _LazyModule(types.ModuleType):
 def lazy_import(name: str) -> types.ModuleType:
     """`name`, imported when one of its attributes is first read."""
     return _LazyModule(name)
+
+
+def available(name: str) -> bool:
+    """Whether an optional module is installed, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from eas.arch.bounds import MAX_CLASSES, MAX_SIDE, check_shape
 from eas.errors import UserError
+from eas.lazy import lazy_import
+
+Image = lazy_import("PIL.Image")
+sklearn_datasets = lazy_import("sklearn.datasets")
 
 FASHION_MNIST_SYSTEM = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
@@ -79,9 +84,7 @@ class Dataset:
 # -- loaders -------------------------------------------------------------------------------
 
 def _digits(_: str, resolution: int | None) -> RawData:
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
+    bunch = sklearn_datasets.load_digits()
     x = (bunch.images.astype(np.float32) / 16.0)[:, None]
     return RawData(x, bunch.target.astype(np.int64), None, None, tuple(str(i) for i in range(10)))
 
@@ -195,8 +198,6 @@ def _cifar(kind: str) -> Callable[[str, int | None], RawData]:
 
 
 def _imagefolder(path: str, resolution: int | None) -> RawData:
-    from PIL import Image, UnidentifiedImageError
-
     root = Path(path)
     if not root.is_dir():
         raise DataError(f"imagefolder: {root} is not a folder")
@@ -215,7 +216,7 @@ def _imagefolder(path: str, resolution: int | None) -> RawData:
                     warnings.simplefilter("error", Image.DecompressionBombWarning)
                     with Image.open(file) as image:
                         image.load()
-            except (OSError, UnidentifiedImageError, Image.DecompressionBombError,
+            except (OSError, Image.UnidentifiedImageError, Image.DecompressionBombError,
                     Image.DecompressionBombWarning) as error:
                 raise DataError(f"imagefolder: cannot read image {file}: {error}") from None
             mode = mode or ("L" if image.mode in ("L", "1", "I;16") else "RGB")
@@ -300,8 +301,6 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
 
     Without an official test split, 15% of the data is held out as test set first.
     """
-    import torch
-
     if resolution is not None and not 1 <= resolution <= MAX_SIDE:
         raise DataError(f"resolution must be 1..{MAX_SIDE} (got {resolution})")
     scheme, path = parse_spec(spec)

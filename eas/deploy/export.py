@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -26,6 +27,9 @@ from eas.arch.genome import Arch
 from eas.arch.profile import profile
 from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
 from eas.errors import UserError
+from eas.lazy import available, lazy_import
+
+onnxruntime = lazy_import("onnxruntime")
 
 
 def load_standalone(path: Path):
@@ -140,13 +144,8 @@ def _export_pt2(model, example, path: Path) -> tuple[int, float]:
 
 
 def export_onnx(model, example, path: Path) -> dict:
-    try:
-        import onnxruntime
-        import onnxscript  # noqa: F401  (the torch.export-based ONNX exporter needs it)
-    except ImportError:
+    if not (available("onnxruntime") and available("onnxscript")):  # torch's ONNX exporter needs onnxscript
         return {"onnx": "skipped: install the export extra (pip install 'eas[export]')"}
-    import logging
-
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

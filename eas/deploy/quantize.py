@@ -19,27 +19,29 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from eas.errors import UserError
+from eas.lazy import available, lazy_import
+
+ort = lazy_import("onnxruntime")
+ort_quantization = lazy_import("onnxruntime.quantization")
+ort_shape_inference = lazy_import("onnxruntime.quantization.shape_inference")
 
 CALIBRATION_IMAGES = 512
 LATENCY_BATCHES = (1, 32)
 
 
 def onnxruntime():
-    try:
-        import onnxruntime
-        from onnxruntime import quantization
-    except ImportError:
-        raise UserError("int8 quantisation needs onnxruntime: pip install 'eas[export]'") from None
-    return onnxruntime, quantization
+    """(onnxruntime, its quantization package); a clear error when the export extra is missing."""
+    if not available("onnxruntime"):
+        raise UserError("int8 quantisation needs onnxruntime: pip install 'eas[export]'")
+    return ort, ort_quantization
 
 
 def quantize_onnx(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
     """Write the int8 model of `fp32`, its activation ranges calibrated on `calibration` (NCHW)."""
     _, quantization = onnxruntime()
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     class Images(quantization.CalibrationDataReader):
         def __init__(self):
             self.batches = iter(np.array_split(calibration, max(1, len(calibration) // 32)))
@@ -50,7 +52,8 @@ def quantize_onnx(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
 
     prepared = int8.with_name(int8.stem + ".prepared.onnx")
     try:
-        quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)  # folds BatchNorm into convs
+        # pre-processing folds BatchNorm into the convolutions
+        ort_shape_inference.quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
         quantization.quantize_static(str(prepared), str(int8), Images(), quant_format=quantization.QuantFormat.QDQ,
                                      per_channel=True, activation_type=quantization.QuantType.QUInt8,
                                      weight_type=quantization.QuantType.QInt8,
@@ -104,7 +107,5 @@ def compare(fp32: dict, int8: dict) -> dict:
 
 
 def calibration_images(train_x, count: int = CALIBRATION_IMAGES, seed: int = 0) -> np.ndarray:
-    import torch
-
     pick = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(seed))[:count]
     return train_x[pick].float().numpy()

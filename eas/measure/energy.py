@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eas.errors import UserError
+from eas.lazy import lazy_import
+
+pynvml = lazy_import("pynvml")  # the nvml extra: absent, the NVML meter says so
+torch = lazy_import("torch")  # meters are chosen before any model is built
 
 # A busy server core draws a few watts (TDP / cores of current EPYC/Xeon parts is 3-5 W);
 # codecarbon's fallback uses 4 W per thread. Override with EAS_WATTS_PER_CORE.
@@ -145,8 +149,6 @@ class NvmlMeter(Meter):
         data-parallel worker has its own), found by PCI address because CUDA's numbering
         (CUDA_VISIBLE_DEVICES, fastest first) need not be NVML's."""
         try:
-            import pynvml
-
             pynvml.nvmlInit()
             self.nvml = pynvml
             self.handle = (pynvml.nvmlDeviceGetHandleByIndex(index) if index is not None
@@ -168,16 +170,12 @@ class NvmlMeter(Meter):
 
 
 def _current_gpu_pci_address() -> str:
-    import torch
-
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
 
 
 def _synchronize(cuda: bool) -> None:
     if cuda:
-        import torch
-
         torch.cuda.synchronize()
 
 

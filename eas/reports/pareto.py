@@ -11,7 +11,10 @@ import math
 
 import numpy as np
 
+from eas.lazy import lazy_import
 from eas.objectives import OBJECTIVES
+
+optuna_hypervolume = lazy_import("optuna._hypervolume")  # the one place Optuna's private HV is used
 
 
 def _value(metrics: dict, objective: str) -> float:
@@ -71,13 +74,11 @@ def nondominated_ranks(points: np.ndarray) -> np.ndarray:
 
 def hypervolume_of_points(points: np.ndarray) -> float:
     """Hypervolume of normalised minimisation points against the reference point (1, ..., 1)."""
-    from optuna._hypervolume import compute_hypervolume  # the one place Optuna's private HV is used
-
     points = points[np.all(points < 1.0, axis=1)] if len(points) else points
     if len(points) == 0:
         return 0.0
     points = points[pareto_mask(points)]
-    return float(compute_hypervolume(points, np.ones(points.shape[1]), assume_pareto=True))
+    return float(optuna_hypervolume.compute_hypervolume(points, np.ones(points.shape[1]), assume_pareto=True))
 
 
 def hypervolume_contributions(points: np.ndarray) -> np.ndarray:

@@ -11,7 +11,10 @@ import sys
 import threading
 import time
 
+from eas.lazy import lazy_import
 from eas.units import format_duration
+
+tqdm = lazy_import("tqdm")
 
 
 def status_text(live) -> str:
@@ -31,11 +34,9 @@ class SearchProgress:
         self._stop = threading.Event()
         self._bar = None
         if enabled and self.stream.isatty():
-            from tqdm import tqdm
-
             total = budget.seconds or budget.trials
             unit = "s" if budget.seconds else "trial"
-            self._bar = tqdm(total=total, unit=unit, file=self.stream, dynamic_ncols=True,
+            self._bar = tqdm.tqdm(total=total, unit=unit, file=self.stream, dynamic_ncols=True,
                              bar_format="{l_bar}{bar}| {elapsed}/{total_fmt}{unit} {postfix}"
                              if budget.seconds else None)
             if budget.seconds:

@@ -7,12 +7,18 @@ from its genome alone.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import optuna
+import torch
+from optuna.trial import TrialState
 
 from eas import interrupt
 from eas.arch.builder import build
@@ -39,8 +45,6 @@ MAX_CONSECUTIVE_INFEASIBLE = 200
 # -- study setup -----------------------------------------------------------------------------
 
 def _timed_model(arch, task, device):
-    import torch
-
     return build(arch, task.input_shape, task.num_classes).to(device).to(memory_format=torch.channels_last)
 
 
@@ -65,8 +69,6 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     trials' device, x 1.1; a constraint's limit replaces a reference where it is smaller.
     The training-energy reference is a few measured training steps of the largest arch,
     scaled to the fidelity's step count, x 1.5 (noisier than a count)."""
-    import torch
-
     _, largest = space.extremes()
     model = _timed_model(largest, task, device)
     meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
@@ -167,8 +169,6 @@ class TrialRunner:
         self.sampler = None  # the ConstraintAwareSampler, whose refusals each trial reports
 
     def __call__(self, trial) -> list[float]:
-        import optuna
-
         self.current_trial_id = trial._trial_id
         arch = self.space.sample(trial)
         training = self.space.training_of(trial.params)
@@ -206,8 +206,6 @@ class TrialRunner:
         return objective_values(metrics, self.settings.objectives)
 
     def _evaluate(self, trial, arch, training: dict) -> dict:
-        import optuna
-
         limit = time.monotonic() + self.trial_timeout
         deadline = min(limit, self.deadline) if self.deadline else limit
         try:
@@ -241,8 +239,6 @@ class TrialRunner:
         return saved[0] + 1, rungs
 
     def _train_rungs(self, trial, arch, training: dict, deadline):
-        from dataclasses import replace
-
         fidelity = replace(self.fidelity, **training)
         candidate = Candidate(arch, self.task, fidelity, self.settings.device, self.settings.seed,
                               self.settings.meter)
@@ -292,9 +288,6 @@ class TrialRunner:
 def candidate_key(arch, training: dict) -> str:
     """Equal for candidates that train the same network the same way: the genome's canonical
     hash, extended by the training hyperparameters a space chose (when it chooses any)."""
-    import hashlib
-    import json
-
     if not training:
         return arch.canonical_hash()
     text = arch.canonical().encode() + json.dumps(training, sort_keys=True)
@@ -363,9 +356,6 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
                snapshots=None, sampler=None) -> RunSummary:
     """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible.
     A worker pool passes the study's `sampler` (and `snapshots`) kept from its earlier trials."""
-    import optuna
-    from optuna.trial import TrialState
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.sampler = sampler or make_sampler(settings, space, task, live, seed)
     summary = RunSummary()
@@ -406,8 +396,6 @@ def _engine_of(study):
 def _fail_if_running(study, trial_id: int | None) -> None:
     """After Ctrl-C no trial may stay RUNNING (Optuna fails it, unless the interrupt hit
     between its own steps)."""
-    from optuna.trial import TrialState
-
     if trial_id is None:
         return
     storage = study._storage

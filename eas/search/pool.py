@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import optuna
+from sqlalchemy.exc import DBAPIError
+
 from eas.arch.space import space_from_definition
 from eas.data.datasets import load_dataset
 from eas.errors import UserError
@@ -30,8 +33,6 @@ from eas.study.snapshots import Snapshots
 from eas.study.storage import harden_sqlite, open_storage
 
 if TYPE_CHECKING:
-    import optuna
-
     from eas.arch.space import Space
     from eas.data.datasets import Dataset
     from eas.search.proposals import ConstraintAwareSampler
@@ -69,8 +70,6 @@ class Pool:
         self.tasks: dict[tuple, object] = {}  # (data, seed) -> loaded dataset, shared by studies
 
     def _serve(self, name: str) -> Served:
-        import optuna
-
         if name not in self.served:
             reader = StudyReader(self.url, name)
             settings = SearchSettings.from_dict(reader.settings, name)
@@ -103,8 +102,6 @@ class Pool:
     def run(self, budget=None, wait: bool = False) -> PoolSummary:
         """Serve trials until nothing is left (or, with `wait`, forever), this worker's own
         `budget` is spent, or Ctrl-C."""
-        from sqlalchemy.exc import DBAPIError
-
         summary = PoolSummary()
         began = time.monotonic()
         while True:

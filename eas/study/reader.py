@@ -12,6 +12,7 @@ live explorer pays for what changed, not for the size of the study.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,10 +21,15 @@ from datetime import datetime, timezone
 
 from eas.arch.bounds import check_classes, check_shape
 from eas.errors import UserError
+from eas.lazy import lazy_import
 from eas.study import schema
 from eas.study.queue import COUNTED, QueuedStudy, Run
 from eas.study.records import STATES, TrialRecord, make_record, state_of
 from eas.study.storage import first_line, preflight, safe_url, sqlite_path, studies_dir
+
+optuna_distributions = lazy_import("optuna.distributions")
+sa = lazy_import("sqlalchemy")
+sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
 _ENGINES: dict[str, object] = {}
 
@@ -45,22 +51,19 @@ def readonly_engine(url: str):
     """A SQLAlchemy engine that cannot write (one per URL and process)."""
     if url in _ENGINES:
         return _ENGINES[url]
-    import sqlite3
-
-    import sqlalchemy
 
     preflight(url, must_exist=True)
     path = sqlite_path(url)
     try:
         if path is not None:
             uri = f"file:{path.resolve()}?mode=ro"
-            engine = sqlalchemy.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30))
-        elif sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
-            engine = sqlalchemy.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2, connect_args={
+            engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30))
+        elif sa.engine.make_url(url).get_backend_name() == "postgresql":
+            engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2, connect_args={
                 "options": "-c default_transaction_read_only=on", "connect_timeout": 10})
         else:
-            engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
-    except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as error:
+            engine = sa.create_engine(url, pool_pre_ping=True)
+    except (ImportError, sqlalchemy_exc.SQLAlchemyError, ValueError) as error:
         raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
     _ENGINES[url] = engine
     return engine
@@ -69,13 +72,11 @@ def readonly_engine(url: str):
 @contextmanager
 def reading(url: str) -> Iterator[object]:
     """A read-only connection; every database error becomes one clear line."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     engine = readonly_engine(url)
     try:
         with engine.connect() as connection:
             yield connection
-    except SQLAlchemyError as error:
+    except sqlalchemy_exc.SQLAlchemyError as error:
         text = first_line(error)
         if "no such table" in text or "does not exist" in text and "relation" in text:
             raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
@@ -89,9 +90,7 @@ NEEDED_TABLES = {"studies", "study_user_attributes", "trials", "trial_user_attri
 
 def _check_tables(connection, url: str) -> None:
     """A storage whose tables are not all there yet is being created (or is not Optuna's)."""
-    from sqlalchemy import inspect
-
-    missing = NEEDED_TABLES - set(inspect(connection).get_table_names())
+    missing = NEEDED_TABLES - set(sa.inspect(connection).get_table_names())
     if missing:
         raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
                           "or not an Optuna storage)")
@@ -114,9 +113,7 @@ def _timestamp(value) -> float | None:
 
 
 def _study_attrs(connection, study_id: int) -> dict:
-    from sqlalchemy import text
-
-    rows = connection.execute(text("SELECT key, value_json FROM study_user_attributes WHERE study_id = :s"),
+    rows = connection.execute(sa.text("SELECT key, value_json FROM study_user_attributes WHERE study_id = :s"),
                               {"s": study_id})
     return {key: _json(value) for key, value in rows}
 
@@ -125,10 +122,8 @@ def _state_counts(connection) -> dict[int, dict[str, int]]:
     """Study id -> trials per EAS state, counted by SQL (Optuna's state and EAS's status), so a
     listing costs one query whatever the studies' sizes. Broken trials are found only when a
     study is read in full (eas show), which validates every trial."""
-    from sqlalchemy import text
-
     counts: dict[int, dict[str, int]] = {}
-    for study_id, state, status, n in connection.execute(text(
+    for study_id, state, status, n in connection.execute(sa.text(
             f"SELECT t.study_id, t.state, a.value_json, COUNT(*) FROM trials t LEFT JOIN trial_user_attributes a "
             f"ON a.trial_id = t.trial_id AND a.key = '{schema.STATUS}' GROUP BY t.study_id, t.state, a.value_json")):
         row = counts.setdefault(study_id, dict.fromkeys(STATES, 0))
@@ -138,10 +133,8 @@ def _state_counts(connection) -> dict[int, dict[str, int]]:
 
 def _running_workers(connection) -> dict[int, set[str]]:
     """Study id -> host:pid of the workers running one of its trials now."""
-    from sqlalchemy import text
-
     workers: dict[int, set[str]] = {}
-    for study_id, worker in connection.execute(text(
+    for study_id, worker in connection.execute(sa.text(
             f"SELECT t.study_id, a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
             f"WHERE t.state = 'RUNNING' AND a.key = '{schema.WORKER}'")):
         workers.setdefault(study_id, set()).add(str(_json(worker)))
@@ -163,16 +156,14 @@ def queue_entries(url: str) -> list:
     trial counts and the running workers only (not the settings), in four queries whatever the
     number of studies and trials: what a pool worker reads before every trial. (No table check
     first: `reading` turns a missing table into NoSuchStudy.)"""
-    from sqlalchemy import bindparam, text
-
     with reading(url) as connection:
-        found = connection.execute(text(
+        found = connection.execute(sa.text(
             "SELECT s.study_id, s.study_name FROM studies s WHERE EXISTS (SELECT 1 FROM study_user_attributes a "
             "WHERE a.study_id = s.study_id AND a.key = :k) ORDER BY s.study_id"), {"k": schema.SETTINGS}).all()
         attrs: dict[int, dict] = {study_id: {} for study_id, _ in found}
-        for study_id, key, value in connection.execute(text(
+        for study_id, key, value in connection.execute(sa.text(
                 "SELECT study_id, key, value_json FROM study_user_attributes WHERE key IN :keys").bindparams(
-                bindparam("keys", expanding=True)), {"keys": list(schema.RUN_KEYS)}):
+                sa.bindparam("keys", expanding=True)), {"keys": list(schema.RUN_KEYS)}):
             if study_id in attrs:
                 attrs[study_id][key] = _json(value)
         counts, workers = _state_counts(connection), _running_workers(connection)
@@ -193,15 +184,13 @@ def list_studies(storage: str | None = None) -> list[dict]:
     """One row per study of each storage: EAS studies with their settings, trial counts and pool
     state (eas.study.queue), others left out; a storage that cannot be read is one row with its
     error. A few queries per storage, whatever the number of trials."""
-    from sqlalchemy import text
-
 
     rows = []
     for url in storage_urls(storage):
         try:
             with reading(url) as connection:
                 _check_tables(connection, url)
-                found = connection.execute(text(
+                found = connection.execute(sa.text(
                     "SELECT s.study_id, s.study_name, COUNT(t.trial_id), MIN(t.datetime_start) FROM studies s "
                     "LEFT JOIN trials t ON t.study_id = s.study_id GROUP BY s.study_id, s.study_name "
                     "ORDER BY s.study_id")).all()
@@ -250,15 +239,13 @@ class StudyReader:
     """One stored EAS study, read incrementally and never written."""
 
     def __init__(self, url: str, name: str):
-        from sqlalchemy import text
-
         self.url, self.name = url, name
         self._lock = threading.Lock()  # the explorer shares one reader between sessions
         with reading(url) as connection:
             _check_tables(connection, url)
-            row = connection.execute(text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": name}).first()
+            row = connection.execute(sa.text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": name}).first()
             if row is None:
-                known = connection.execute(text("SELECT study_name FROM studies ORDER BY study_id")).scalars().all()
+                known = connection.execute(sa.text("SELECT study_name FROM studies ORDER BY study_id")).scalars().all()
                 raise NoSuchStudy(f"no study {name!r} in {safe_url(url)} (studies: {', '.join(known) or 'none'})")
             self.study_id = row[0]
             attrs = _study_attrs(connection, self.study_id)
@@ -286,13 +273,11 @@ class StudyReader:
             return self._poll()
 
     def _poll(self) -> list[TrialRecord]:
-        from sqlalchemy import bindparam, text
-
         where = "t.study_id = :s AND (t.trial_id > :m OR t.trial_id IN :u)"
         bound = {"s": self.study_id, "m": self._max_id, "u": sorted(self._unfinished) or [-1]}
 
         def query(sql: str):
-            return connection.execute(text(sql).bindparams(bindparam("u", expanding=True)), bound)
+            return connection.execute(sa.text(sql).bindparams(sa.bindparam("u", expanding=True)), bound)
 
         with reading(self.url) as connection:
             trials = query(f"SELECT t.trial_id, t.number, t.state, t.datetime_start, t.datetime_complete "
@@ -333,16 +318,13 @@ class StudyReader:
 
     def params(self, record: TrialRecord) -> dict:
         """The sampled parameters of one trial, in their external form."""
-        from optuna.distributions import json_to_distribution
-        from sqlalchemy import text
-
         with reading(self.url) as connection:
-            rows = connection.execute(text("SELECT param_name, param_value, distribution_json FROM trial_params "
+            rows = connection.execute(sa.text("SELECT param_name, param_value, distribution_json FROM trial_params "
                                            "WHERE trial_id = :t ORDER BY param_id"), {"t": record.trial_id}).all()
         params = {}
         for name, value, distribution in rows:
             try:
-                params[name] = json_to_distribution(distribution).to_external_repr(value)
+                params[name] = optuna_distributions.json_to_distribution(distribution).to_external_repr(value)
             except Exception:  # a planted row: show what is stored rather than fail
                 params[name] = value
         return params

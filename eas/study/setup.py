@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from eas.errors import UserError
+from eas.lazy import lazy_import
 from eas.objectives import OBJECTIVES
 from eas.provenance import versions
 from eas.study import schema
 from eas.study.reader import NoSuchStudy, StudyReader
 from eas.study.storage import harden_sqlite, open_storage, sqlite_path
+
+optuna = lazy_import("optuna")
 
 
 def check_resumable(url: str, name: str, settings: schema.SearchSettings) -> None:
@@ -36,8 +39,6 @@ def check_resumable(url: str, name: str, settings: schema.SearchSettings) -> Non
 def create_or_resume(storage, name: str, settings: schema.SearchSettings, reference: Callable[[], dict],
                      warm_start: Callable[[object], None] | None = None):
     """(study, created): a new study with `settings`, or the stored one when its settings match."""
-    import optuna
-
     directions = [OBJECTIVES[o].direction for o in settings.objectives]
     study = optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
     stored = study.user_attrs.get(schema.SETTINGS)
@@ -63,8 +64,6 @@ def create_or_resume(storage, name: str, settings: schema.SearchSettings, refere
 def join(url: str, name: str, heartbeat: int | None):
     """(study, settings, reader) of an existing EAS study, for a worker. Checked read-only first, so
     nothing is written to a storage that holds no such study."""
-    import optuna
-
     reader = StudyReader(url, name)
     settings = schema.SearchSettings.from_dict(reader.settings, name)
     storage = open_storage(url, heartbeat=heartbeat)

@@ -9,13 +9,16 @@ ends. Only searches and workers write it; readers never touch it.
 
 from __future__ import annotations
 
+from eas.lazy import lazy_import
+
+safetensors_torch = lazy_import("safetensors.torch")
+sa = lazy_import("sqlalchemy")
+
 TABLE = "eas_rung_weights"
 
 
 class Snapshots:
     def __init__(self, engine, study_name: str):
-        import sqlalchemy as sa
-
         self.engine, self.study_name = engine, study_name
         metadata = sa.MetaData()
         self.table = sa.Table(
@@ -33,9 +36,7 @@ class Snapshots:
         return (self.table.c.study == self.study_name) & (self.table.c.trial == trial)
 
     def save(self, trial: int, rung: int, state_dict: dict) -> None:
-        from safetensors.torch import save
-
-        data = save({k: v.detach().cpu().contiguous() for k, v in state_dict.items()})
+        data = safetensors_torch.save({k: v.detach().cpu().contiguous() for k, v in state_dict.items()})
         with self.engine.begin() as connection:
             connection.execute(self.table.delete().where(self._key(trial)))
             connection.execute(self.table.insert().values(study=self.study_name, trial=trial, rung=rung,
@@ -43,15 +44,12 @@ class Snapshots:
 
     def load(self, trial: int) -> tuple[int, dict] | None:
         """(rung, weights) saved by `trial`, or None."""
-        import sqlalchemy as sa
-        from safetensors.torch import load
-
         with self.engine.connect() as connection:
             row = connection.execute(sa.select(self.table.c.rung, self.table.c.weights).where(self._key(trial))).first()
         if row is None:
             return None
         try:
-            return row[0], load(bytes(row[1]))
+            return row[0], safetensors_torch.load(bytes(row[1]))
         except Exception:  # a damaged row: train the rungs again rather than fail
             return None
 

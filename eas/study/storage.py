@@ -12,9 +12,15 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import warnings
 from pathlib import Path
 
 from eas.errors import UserError
+from eas.lazy import lazy_import
+
+optuna = lazy_import("optuna")
+sqlalchemy_engine = lazy_import("sqlalchemy.engine")
+sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 STORAGE_ENV = "EAS_STORAGE"  # the storage URL, so a password need not be on a command line
@@ -46,9 +52,7 @@ def storage_url(given: str | None, study: str) -> str:
 def safe_url(url: str) -> str:
     """The URL with any password hidden, for messages, even when the URL is malformed."""
     try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
+        return sqlalchemy_engine.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
 
@@ -75,12 +79,9 @@ def sqlite_tables(path: Path) -> set[str]:
 def preflight(url: str, must_exist: bool = False) -> None:
     """Refuse a URL that cannot work, without writing anything: bad syntax, a file that is not
     a SQLite database or belongs to another application, or (for readers) a missing file."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
-        make_url(url)
-    except (ArgumentError, ValueError):
+        sqlalchemy_engine.make_url(url)
+    except (sqlalchemy_exc.ArgumentError, ValueError):
         raise UserError(f"not a storage URL: {safe_url(url)!r} (e.g. sqlite:///studies/x.db or "
                         "postgresql://user@host/db)") from None
     path = sqlite_path(url)
@@ -108,11 +109,6 @@ def first_line(error: BaseException) -> str:
 def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
     """An Optuna RDBStorage for a search or worker; with `heartbeat` (seconds), stale trials of
     dead workers are failed after 3 missed beats and retried up to `retries` times."""
-    import warnings
-
-    import optuna
-    from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-
     # Heartbeats and metric names are marked experimental; EAS relies on them deliberately.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -131,12 +127,12 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
     for attempt in range(3):
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **extra)
-        except IntegrityError:
+        except sqlalchemy_exc.IntegrityError:
             # Another process is creating the same new storage (Optuna's version rows): it wins,
             # and the next attempt finds the tables made.
             if attempt == 2:
                 raise UserError(f"cannot open storage {safe_url(url)}: another process keeps creating it") from None
-        except (SQLAlchemyError, ImportError, ValueError) as error:
+        except (sqlalchemy_exc.SQLAlchemyError, ImportError, ValueError) as error:
             raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
     raise AssertionError("unreachable")
 

@@ -29,6 +29,10 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
 from eas.errors import UserError
 
 
@@ -48,8 +52,6 @@ class Group:
     @classmethod
     def from_environment(cls, cuda: bool) -> Group:
         """Join the process group torchrun described in the environment."""
-        import torch.distributed as dist
-
         group = cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]),
                     int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
         # After a restart, the store still holds the previous attempt's addresses, and a worker
@@ -69,7 +71,6 @@ class Group:
     def wrap(self, model, device):
         if self.world == 1:
             return model
-        from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
@@ -77,8 +78,6 @@ class Group:
         """The sum of `value` over all workers."""
         if self.world == 1:
             return value
-        import torch
-        import torch.distributed as dist
 
         tensor = torch.tensor([value], dtype=torch.float64)
         dist.all_reduce(tensor)
@@ -88,8 +87,6 @@ class Group:
         """Worker 0's `flag`, on every worker."""
         if self.world == 1:
             return flag
-        import torch
-        import torch.distributed as dist
 
         tensor = torch.tensor([int(flag)])
         dist.broadcast(tensor, 0)
@@ -97,14 +94,10 @@ class Group:
 
     def barrier(self) -> None:
         if self.world > 1:
-            import torch.distributed as dist
-
             dist.barrier()
 
     def close(self) -> None:
         if self.world > 1:
-            import torch.distributed as dist
-
             dist.destroy_process_group()
 
 

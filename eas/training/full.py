@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from eas import interrupt
 from eas.arch.bounds import check_buildable, check_classes, check_shape
@@ -227,7 +228,6 @@ class FullTraining:
         show_progress = show_progress and self.group.leader
         bar = None
         if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
-            from tqdm import tqdm
 
             bar = tqdm(total=self.plan.epochs * self.steps_per_epoch, initial=self.progress.global_step,
                        unit="step", dynamic_ncols=True, desc="training")
