@@ -22,12 +22,15 @@ def _handler(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def install() -> None:
-    """Use the remembering handler, unless Ctrl-C is ignored or handled by someone else."""
+def install(sigterm: bool = False) -> None:
+    """Use the remembering handler, unless Ctrl-C is ignored or handled by someone else. With
+    `sigterm`, a SIGTERM (a service manager, `kill`) stops as cleanly as Ctrl-C."""
     global _requested
     _requested = False
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)
+    if sigterm and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _handler)
 
 
 def check() -> None:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -113,7 +114,10 @@ def running_trials(tmp_path, name) -> int:
 
 
 @pytest.mark.slow
-def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path, stop):
+    """Ctrl-C (or SIGTERM): a clean stop in one line, no trial left running, the study file
+    alone complete (its write-ahead log folded in), and the study resumes."""
     env = env_for(tmp_path)
     # -X faulthandler: should the search ever hang after Ctrl-C, SIGABRT prints where.
     # A suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and so
@@ -128,7 +132,7 @@ def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
         time.sleep(0.5)
     assert process.poll() is None and running_trials(tmp_path, "stop"), "the search never started a trial"
     time.sleep(1.0)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     try:
         out, err = process.communicate(timeout=180)
     except subprocess.TimeoutExpired:
@@ -137,9 +141,14 @@ def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path):
         where = "\n".join(line for line in err.splitlines() if not line.startswith("Extension modules"))
         pytest.fail(f"the search did not stop after Ctrl-C; where it hung:\n{where[-8000:]}")
     assert process.returncode == 130, err
-    assert "resume" in err
+    assert "resume" in err and "Traceback" not in err, err
+    copy = tmp_path / "elsewhere" / "stop.db"  # what a user who copies the study file gets
+    copy.parent.mkdir()
+    shutil.copy(tmp_path / "studies" / "stop.db", copy)
     study = load(tmp_path, "stop")
     before = len(study.trials)
+    copied = optuna.load_study(study_name="stop", storage=f"sqlite:///{copy}")
+    assert [t.state for t in copied.trials] == [t.state for t in study.trials]
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     assert any(t.user_attrs.get("status") == "interrupted" for t in study.trials)
     resumed = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "200", "--trials", "1",

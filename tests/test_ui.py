@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from eas.reports.explorer import front_of, trial_rows
 from eas.reports.front import hypervolume, knee, pareto_front
 from eas.study.reader import load_study
-from tests.conftest import ROOT, run_eas
+from tests.conftest import ROOT, assert_user_error, run_eas
 
 APP = str(ROOT / "eas" / "ui" / "app.py")
 pytestmark = pytest.mark.slow
@@ -192,7 +193,9 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_sigterm_to_eas_ui_stops_its_server(small_study):
+@pytest.mark.parametrize("stop", ["terminate", "kill"])
+def test_stopping_eas_ui_stops_its_server(small_study, stop):
+    """SIGTERM (a service manager) or SIGKILL: the Streamlit child does not outlive `eas ui`."""
     root, env = small_study
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "eas", "ui", "--port", str(port)], cwd=root,
@@ -201,12 +204,17 @@ def test_sigterm_to_eas_ui_stops_its_server(small_study):
     while not port_open(port) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert port_open(port), "the explorer never listened"
-    server.terminate()  # SIGTERM, as a service manager sends it
-    assert server.wait(timeout=60) == 0
+    getattr(server, stop)()
+    assert server.wait(timeout=60) == (0 if stop == "terminate" else -signal.SIGKILL)
     deadline = time.monotonic() + 30
     while port_open(port) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert not port_open(port), "the Streamlit child is still listening"
+
+
+def test_eas_ui_refuses_a_host_it_cannot_bind(small_study):
+    root, env = small_study
+    assert_user_error(run_eas("ui", "--host", "garbage host!", env=env, cwd=root), "--host")
 
 
 def test_hostile_trials_render_as_text_on_every_page(tmp_path, monkeypatch):

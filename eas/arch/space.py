@@ -36,6 +36,23 @@ class SpaceError(UserError, ValueError):
     """A space that cannot be found or read; the message names the file and field."""
 
 
+MAX_SPACE_FILE_BYTES = 1 << 20
+MAX_CHOICES = 256  # per field: more is a generated list, not a search space (and sampling would crawl)
+MAX_STAGES = 64
+TOP_LEVEL_KEYS = ("name", "description", "stem", "stages", "head", "train", "min_feature_size")
+
+
+class _SpaceLoader(yaml.SafeLoader):
+    """YAML without aliases: `*name` can expand a few lines into billions of nodes (or into
+    itself), and a space file has no use for it."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a space file",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
 def _choices(value: Any) -> list:
     return list(value) if isinstance(value, list) else [value]
 
@@ -188,9 +205,13 @@ def load_space(name_or_path: str | Path, input_shape: tuple[int, int, int] | Non
             raise SpaceError(f"unknown space {str(name_or_path)!r} (available: {known}; "
                              "or give the path of a .yaml space file)")
     try:
-        definition = yaml.safe_load(path.read_text())
+        if path.stat().st_size > MAX_SPACE_FILE_BYTES:
+            raise SpaceError(f"space file {path} is larger than {MAX_SPACE_FILE_BYTES // 1024} KiB")
+        definition = yaml.load(path.read_bytes().decode("utf-8"), Loader=_SpaceLoader)
     except OSError as error:
         raise SpaceError(f"cannot read space file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpaceError(f"space file {path} is not a text (UTF-8 YAML) file") from None
     except yaml.YAMLError as error:
         raise SpaceError(f"space file {path} is not valid YAML: {str(error).splitlines()[0]}") from None
     space = space_from_definition(definition, source=str(path), default_name=path.stem)
@@ -207,8 +228,16 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
     for key in ("stem", "stages", "head"):
         if key not in definition:
             fail(key, "missing")
+    for key in definition:
+        if key not in TOP_LEVEL_KEYS:
+            fail(str(key)[:40], f"unknown field (known: {', '.join(TOP_LEVEL_KEYS)})")
     if not isinstance(definition["stages"], list) or not definition["stages"]:
         fail("stages", "expected a non-empty list of stages")
+    if len(definition["stages"]) > MAX_STAGES:
+        fail("stages", f"at most {MAX_STAGES} stages (got {len(definition['stages'])})")
+    feature = definition.get("min_feature_size", 3)
+    if isinstance(feature, bool) or not isinstance(feature, int) or not 1 <= feature <= 64:
+        fail("min_feature_size", f"expected an integer 1..64 (got {str(feature)[:40]})")
     _validate_training(definition.get("train"), fail)
     parts = [("stem", definition["stem"], STEM_FIELDS, Stem)]
     parts += [(f"stages[{i}]", spec, STAGE_FIELDS, Stage) for i, spec in enumerate(definition["stages"])]
@@ -237,12 +266,20 @@ def _validate_training(section, fail) -> None:
     for key, value in section.items():
         if key not in TRAIN_FIELDS:
             fail(f"train.{key}", f"unknown field (known: {', '.join(TRAIN_FIELDS)})")
-        if isinstance(value, list) and not value:
-            fail(f"train.{key}", "empty choice list")
+        _check_choice_list(f"train.{key}", value, fail)
         check, what = TRAIN_FIELDS[key]
         for choice in _choices(value):
             if not check(choice):
                 fail(f"train.{key}", f"{choice!r} is not {what}")
+
+
+def _check_choice_list(where: str, value, fail) -> None:
+    if isinstance(value, list) and not value:
+        fail(where, "empty choice list")
+    if isinstance(value, list) and len(value) > MAX_CHOICES:
+        fail(where, f"at most {MAX_CHOICES} choices (got {len(value)})")
+    if isinstance(value, dict):
+        fail(where, "expected a value or a list of choices, not a mapping")
 
 
 def _validate_part(where, spec, known, cls, fail) -> None:
@@ -251,9 +288,10 @@ def _validate_part(where, spec, known, cls, fail) -> None:
     extra = {"kind"} if cls is Stage else set()
     for key, value in spec.items():
         if key not in known and key not in extra:
-            fail(f"{where}.{key}", f"unknown field (known: {', '.join(known)})")
-        if isinstance(value, list) and not value:
-            fail(f"{where}.{key}", "empty choice list")
+            fail(f"{where}.{str(key)[:40]}", f"unknown field (known: {', '.join(known)})")
+        _check_choice_list(f"{where}.{key}", value, fail)
+        if key not in ("se", "kind") and any(isinstance(choice, bool) for choice in _choices(value)):
+            fail(f"{where}.{key}", "true/false is not a value of this field")
     if cls is Stage and spec.get("kind") not in ("ds", "ir", "la"):
         fail(f"{where}.kind", f"must be ds, ir or la (got {spec.get('kind')!r})")
     depths = _choices(spec.get("depth", 1))

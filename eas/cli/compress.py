@@ -45,7 +45,7 @@ def compress_command(
     from eas.deploy.export import prepare_output
     from eas.units import table
 
-    prepare_output(out, force)  # checked before the data is loaded
+    prepare_output(out, force, derived_from=folder)  # checked before the data is loaded
     task = load_dataset(data or document["task"]["data"], seed=seed)
     if int8:
         report = compress_int8(folder, out, task, meter, force)

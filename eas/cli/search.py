@@ -46,7 +46,15 @@ from eas.study import schema
 from eas.study.queue import Run, budget_text, save
 from eas.study.reader import StudyReader, entry_of, list_studies
 from eas.study.setup import check_resumable, join
-from eas.study.storage import check_study_name, default_url, harden_sqlite, open_storage, safe_url, sqlite_path
+from eas.study.storage import (
+    check_study_name,
+    checkpoint_wal,
+    default_url,
+    harden_sqlite,
+    open_storage,
+    safe_url,
+    sqlite_path,
+)
 from eas.units import parse_seconds
 
 if TYPE_CHECKING:
@@ -56,6 +64,7 @@ if TYPE_CHECKING:
 
 torch = lazy_import("torch")
 devices = lazy_import("eas.measure.device")
+energy = lazy_import("eas.measure.energy")
 ladders = lazy_import("eas.search.rungs")
 worker_pool = lazy_import("eas.search.pool")
 space_files = lazy_import("eas.arch.space")
@@ -240,6 +249,8 @@ def search_command(
         if ended.exit_code == 130:  # Ctrl-C stops the study: pool workers leave it too
             opened.storage.set_study_user_attr(opened.entry.study_id, schema.RUN_STOPPED, time.time())
         raise
+    finally:
+        checkpoint_wal(request.url)  # the study file alone holds every trial now
 
 
 @dataclass(frozen=True)
@@ -272,7 +283,7 @@ class SearchRequest:
         timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
         space = space_files.load_space(o["space"])
         datasets.parse_spec(o["data"])
-        name = check_study_name(o["study"] or f"{space.name}-{o['data'].split(':')[0]}")
+        name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{o['data'].split(':')[0]}")
         return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
                    options)
 
@@ -295,6 +306,7 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     stored settings differ) and save this run's budget into it."""
     o = request.options
     torch_device = devices.resolve_device(o["device"])
+    energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")  # an unusable meter: refused before any storage
     task = datasets.load_dataset(o["data"], seed=o["seed"])
     ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
     space = request.space.for_task(task.input_shape)
@@ -358,8 +370,11 @@ def worker_command(
     found, settings, reader = join(url, study, heartbeat)
     task = datasets.load_dataset(settings.data, seed=settings.seed)
     space = space_files.space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
-    _run_and_report(found, settings, space, task, run_budget, timeout,
-                    seed if seed is not None else os.getpid(), quiet, False, study, reader)
+    try:
+        _run_and_report(found, settings, space, task, run_budget, timeout,
+                        seed if seed is not None else os.getpid(), quiet, False, study, reader)
+    finally:
+        checkpoint_wal(url)
 
 
 def _serve_pool(storage, budget, wait: bool, seed, heartbeat: int, timeout: float, threads, quiet: bool) -> None:

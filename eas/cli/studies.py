@@ -12,15 +12,25 @@ from eas.cli.options import JsonOption, StorageOption, StudyArgument, emit_json
 from eas.errors import UserError
 
 
-def studies_command(storage: StorageOption = None, as_json: JsonOption = False) -> None:
+def studies_command(
+    storage: StorageOption = None,
+    backup: Annotated[Path | None, typer.Option("--backup", help="Copy each SQLite study file into this folder, "
+                                                "complete and consistent even while a search writes to it.")] = None,
+    as_json: JsonOption = False,
+) -> None:
     """List studies with their pool state, budget and trial counts (default: studies/*.db).
 
     States: queued, running (N workers), stopped, done, or unqueued (no pool budget)."""
     from eas.reports.summary import study_rows
-    from eas.study.reader import list_studies
+    from eas.study.reader import backup as backup_study
+    from eas.study.reader import list_studies, storage_urls
     from eas.study.records import STATES
     from eas.units import table
 
+    if backup is not None:
+        for url in storage_urls(storage):
+            typer.echo(f"backed up {backup_study(url, backup)}")
+        return
     listed = list_studies(storage)
     for row in listed:
         if row["error"]:

@@ -8,10 +8,12 @@ returns raw arrays (N, C, H, W) and integer labels; `load_dataset` splits and no
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import pickle
 import urllib.request
 import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ FASHION_MNIST_FILES = {
 
 
 MIN_SAMPLES = 10  # enough for a training, a validation and a test split
+MAX_PIXEL = 65535.0  # 16-bit images at most; a larger pixel value (1e30) is junk, not an image
 
 
 class DataError(UserError):
@@ -178,11 +181,18 @@ def _cifar(kind: str) -> Callable[[str, int | None], RawData]:
         def read(names):
             xs, ys = [], []
             for name in names:
-                batch = load_numpy_pickle(folder / name)
+                where = folder / name
+                batch = load_numpy_pickle(where)
                 if not isinstance(batch, dict) or b"data" not in batch or label_key not in batch:
-                    raise DataError(f"{folder / name}: missing b'data' or {label_key!r}")
-                xs.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-                ys.append(np.asarray(batch[label_key], dtype=np.int64))
+                    raise DataError(f"{where}: missing b'data' or {label_key!r}")
+                data, labels = batch[b"data"], batch[label_key]
+                if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.shape[1:] != (3072,):
+                    raise DataError(f"{where}: b'data' must be uint8 images of shape (N, 3072) (got "
+                                    f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+                if not isinstance(labels, (list, np.ndarray)) or len(labels) != len(data):
+                    raise DataError(f"{where}: {label_key!r} must list one label per image ({len(data)} images)")
+                xs.append(data.reshape(-1, 3, 32, 32))
+                ys.append(integer_labels(np.asarray(labels), str(where)))
             return np.concatenate(xs).astype(np.float32) / 255.0, np.concatenate(ys)
 
         train_x, train_y = read(train_files)
@@ -236,7 +246,27 @@ def _imagefolder(path: str, resolution: int | None) -> RawData:
     return RawData(np.stack(images), np.asarray(labels, dtype=np.int64), None, None, tuple(classes))
 
 
+def _check_npz_headers(path: str) -> None:
+    """Each array's header must fit the bytes stored for it: a header that claims 1e11 values
+    would have numpy allocate hundreds of GiB before reading a byte."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(member)
+                claimed = math.prod(shape) * dtype.itemsize
+                if claimed > info.file_size:
+                    raise DataError(f"npz: {path}: array {info.filename} claims {math.prod(shape):,} values of "
+                                    f"{dtype} but holds {info.file_size:,} bytes")
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        raise DataError(f"npz: cannot read {path}: {str(error)[:200]}") from None
+
+
 def _npz(path: str, resolution: int | None) -> RawData:
+    _check_npz_headers(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "x" not in archive or "y" not in archive:
@@ -253,6 +283,9 @@ def _npz(path: str, resolution: int | None) -> RawData:
                         f"shape (N,) (got {x.shape} and {y.shape})")
     if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
         raise DataError(f"npz: {path}: images must be numbers (got dtype {x.dtype})")
+    if np.issubdtype(x.dtype, np.floating) and not (np.all(np.isfinite(x)) and np.abs(x).max(initial=0) <= MAX_PIXEL):
+        raise DataError(f"npz: {path}: pixel values must be finite numbers within +-{MAX_PIXEL:g} (found NaN, inf "
+                        "or a value beyond)")
     x = x.astype(np.float32) / (255.0 if x.dtype == np.uint8 else 1.0)
     y = integer_labels(y, f"npz: {path}")
     return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else ())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -25,7 +24,7 @@ from eas.arch.builder import build
 from eas.arch.genome import Arch, arch_spec
 from eas.arch.profile import profile
 from eas.deploy.arch_files import standalone_source
-from eas.deploy.export import export_onnx, prepare_output, replace_folder
+from eas.deploy.export import export_onnx, writing_folder
 from eas.deploy.prune import inherit_weights, pruned_arch
 from eas.deploy.quantize import (
     CALIBRATION_IMAGES,
@@ -54,21 +53,8 @@ def derived_document(document: dict, genome: str, source: Path, method: dict, me
 
 def default_output(folder: Path, method: str) -> Path:
     """Where a compressed model goes unless told: beside its source, e.g. models/knee-int8."""
-    folder = Path(folder)
+    folder = Path(folder).resolve()  # `eas compress .` names the folder it is in
     return folder.with_name(f"{folder.name}-{method}")
-
-
-def _in_work_folder(out: Path, force: bool, write) -> dict:
-    """Run `write(work)` in a temporary folder beside `out`; it becomes `out` only when complete."""
-    prepare_output(out, force)
-    work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
-    try:
-        result = write(work)
-        replace_folder(work, out)
-        return result
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def _test_arrays(task):
@@ -82,7 +68,7 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
     meter, _ = make_meter(meter_name)
     test_x, test_y = _test_arrays(task)
 
-    def write(work: Path) -> dict:
+    with writing_folder(out, force, derived_from=folder) as work:
         fp32, int8 = work / "model.onnx", work / "model.int8.onnx"
         checks = export_onnx(model, torch.randn(2, *task.input_shape), fp32)
         quantize_onnx(fp32, int8, calibration_images(task.train_x))
@@ -99,7 +85,6 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
         (work / "report.json").write_text(json.dumps(report, indent=2))
         return report
 
-    return _in_work_folder(out, force, write)
 
 
 def measure_torch(model, task, meter) -> dict:
@@ -130,7 +115,7 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
     pruned.eval()
     meter, _ = make_meter(meter_name)
 
-    def write(work: Path) -> dict:
+    with writing_folder(out, force, derived_from=folder) as work:
         before = measure_torch(model, task, meter)
         inherited = work / "inherited.safetensors"
         save_weights(inherited, pruned)
@@ -162,7 +147,6 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         return report
 
-    return _in_work_folder(out, force, write)
 
 
 OPPOSITE = {"smaller": "larger", "faster": "slower", "less": "more"}

@@ -11,13 +11,18 @@ Parameter and MAC counts of every artifact are checked against the numbers in th
 
 from __future__ import annotations
 
+import errno
+import glob
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -48,29 +53,43 @@ TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.saf
                  "report.json", "best.safetensors.partial", "model.safetensors.partial"}
 
 
-def _is_previous_export(folder: Path) -> bool:
+def _is_previous_export(folder: Path, derived_from: Path | None = None) -> bool:
+    """An EAS export and nothing else; with `derived_from`, one compressed from that folder."""
     names = {p.name for p in folder.iterdir()}
     if "arch.json" not in names or not names <= EXPORT_FILES | TRAINED_FILES:
         return False
     try:
-        return json.loads((folder / "arch.json").read_text()).get("format") == ARCH_FORMAT
-    except (OSError, ValueError, AttributeError):
+        document = json.loads((folder / "arch.json").read_text())
+        if derived_from is not None:
+            source = (document.get("derived_from") or {}).get("folder")
+            return source == str(Path(derived_from).resolve()) and document.get("format") == ARCH_FORMAT
+        return document.get("format") == ARCH_FORMAT
+    except (OSError, ValueError, AttributeError, TypeError):
         return False
 
 
-def prepare_output(out: Path, force: bool) -> None:
+def prepare_output(out: Path, force: bool, derived_from: Path | None = None) -> None:
     """Refuse an output folder that cannot be written, or whose contents would be lost: without
     --force only a new or empty folder; with --force also a folder holding a previous EAS
-    export and nothing else, never the current folder or one of its parents."""
+    export and nothing else (for a compressed model: an earlier output of the same source);
+    never the current folder or one of its parents, and never the source or a folder that
+    holds it or lies in it. Leftovers of a killed earlier run are cleaned up first."""
+    if not str(out) or Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise UserError(f"--out must name a folder to write, not the current folder or one of its parents "
+                        f"({str(out)!r})")
+    if derived_from is not None:
+        source, target = Path(derived_from).resolve(), out.resolve()
+        if target.is_relative_to(source) or source.is_relative_to(target):
+            raise UserError(f"--out {out} overlaps the export it compresses ({derived_from}); choose another folder")
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} exists and is not a folder")
+    _remove_leftovers(out)
     if out.exists() and any(out.iterdir()):
         if not force:
             raise UserError(f"{out} exists and is not empty; use --force to replace a previous export")
-        if Path.cwd().resolve().is_relative_to(out.resolve()):
-            raise UserError(f"--force never replaces the current folder or one of its parents ({out})")
-        if not _is_previous_export(out):
-            raise UserError(f"--force replaces only a folder that holds a previous EAS export and nothing else; "
+        if not _is_previous_export(out, derived_from):
+            what = f"an earlier compressed model of {derived_from}" if derived_from else "a previous EAS export"
+            raise UserError(f"--force replaces only a folder that holds {what} and nothing else; "
                             f"{out} holds other files, so it was left untouched")
     parent = out.resolve().parent
     if not parent.exists():
@@ -82,13 +101,51 @@ def prepare_output(out: Path, force: bool) -> None:
         raise UserError(f"cannot write to {parent}: {error.strerror}") from None
 
 
-def replace_folder(work: Path, out: Path) -> None:
-    """Put the finished `work` folder at `out`. A previous export is moved aside first and
-    removed only once the new one is in place; if that fails, it is put back."""
-    if not out.exists():
-        work.rename(out)
+def _scratch(out: Path, kind: str) -> Path:
+    """A new hidden folder beside `out`, named with this process's id (see _remove_leftovers)."""
+    return Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.{kind}-{os.getpid()}-"))
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Scratch folders of an export or compress that was killed (its process is gone): a
+    half-written one is removed; a previous export moved aside goes back when `out` is missing."""
+    parent = out.resolve().parent
+    if not parent.is_dir():
         return
-    aside = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.previous-"))
+    for kind in ("tmp", "previous"):
+        for scratch in parent.glob(f".{glob.escape(out.name)}.{kind}-*-*"):
+            pid = scratch.name[len(f".{out.name}.{kind}-"):].split("-", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            if kind == "previous" and not out.exists():
+                scratch.rename(out)
+            else:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def replace_folder(work: Path, out: Path, force: bool) -> None:
+    """Put the finished `work` folder at `out`. Without --force `out` must still be new or empty
+    (another export may have written it meanwhile); with it, a previous export is moved aside
+    first and removed only once the new one is in place; if that fails, it is put back."""
+    if not force or not out.exists():
+        try:
+            os.rename(work, out)  # atomic; fails when `out` became a non-empty folder meanwhile
+        except OSError as error:
+            if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise UserError(f"{out} was written by someone else meanwhile; use --force to replace it") from None
+            raise
+        return
+    aside = _scratch(out, "previous")
     aside.rmdir()
     out.rename(aside)
     try:
@@ -99,17 +156,28 @@ def replace_folder(work: Path, out: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
+@contextmanager
+def writing_folder(out: Path, force: bool, derived_from: Path | None = None) -> Iterator[Path]:
+    """A scratch folder beside `out` that becomes `out` when the block completes; removed if not."""
+    prepare_output(out, force, derived_from)
+    work = _scratch(out, "tmp")
+    try:
+        yield work
+        replace_folder(work, out, force)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
                  onnx: bool = True) -> dict:
     """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
-    prepare_output(out, force)
     arch = Arch.decode(record.genome)
     input_shape = check_shape(settings["input_shape"], "stored input shape")
     num_classes = check_classes(settings["num_classes"], "stored number of classes")
     check_buildable(arch, input_shape, num_classes)
     stored = record.metrics
-    work = Path(tempfile.mkdtemp(dir=out.resolve().parent, prefix=f".{out.name}.tmp-"))
-    try:
+    with writing_folder(out, force) as work:
         (work / "model.py").write_text(standalone_source(arch, input_shape, num_classes))
         module = load_standalone(work / "model.py")
         torch.manual_seed(0)
@@ -125,11 +193,7 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
             checks.update(export_onnx(model, example, work / "model.onnx"))
         document = arch_document(record, settings, study_name, checks)
         (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
-        replace_folder(work, out)
-        return document
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+    return document
 
 
 def _export_pt2(model, example, path: Path) -> tuple[int, float]:

@@ -48,12 +48,14 @@ def descendants(study: str, trial: int, root: Path) -> list[dict]:
             continue
         derived = document.get("derived_from") if isinstance(document.get("derived_from"), dict) else {}
         report = _read_json(folder / "report.json") or {}
-        accuracy = report.get("test_accuracy", (report.get("int8") or {}).get("test_accuracy"))
+        int8 = report.get("int8") if isinstance(report.get("int8"), dict) else {}
+        accuracy = report.get("test_accuracy", int8.get("test_accuracy"))
         found[str(folder.resolve())] = {
             "folder": os.path.relpath(folder, root), "made_by": derived.get("method", "export"),
-            "from": derived.get("folder"), "genome": document.get("genome"),
+            "from": derived.get("folder") if isinstance(derived.get("folder"), str) else None,
+            "genome": document.get("genome") if isinstance(document.get("genome"), str) else None,
             "trained": (folder / "model.safetensors").is_file() or "int8" in report,
-            "test_accuracy": accuracy if isinstance(accuracy, (int, float)) else None}
+            "test_accuracy": None if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) else accuracy}
     ordered, placed = [], set()
 
     def place(parent: str | None, depth: int) -> None:

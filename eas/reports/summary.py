@@ -201,7 +201,8 @@ def study_rows(listed: list[dict], now: float) -> list[dict]:
             continue
         queue = row["queue"]
         rows.append({k: row[k] for k in ("study", "space", "data", "objectives", "started", "trials", "storage")}
-                    | {"state": queue.state_text(now), "workers": sorted(queue.workers),
+                    | {"state": "malformed settings" if row.get("malformed") else queue.state_text(now),
+                       "workers": sorted(queue.workers),
                        "budget": budget_text(queue.run, queue.counted, now) or (queue.problem or ""),
                        "priority": queue.run.priority if queue.run else ""} | row["counts"])
     return rows

@@ -21,6 +21,8 @@ class Budget:
     def parse(cls, budget: str | None, trials: int | None) -> Budget:
         if budget is None and trials is None:
             raise UserError("give a --budget (e.g. 2h, 90m, 1h30m) and/or --trials N")
+        if budget is not None and not budget.strip():
+            raise UserError("--budget is empty: give a duration such as 2h, 90m or 1h30m")
         if trials is not None and not 1 <= trials <= 10_000_000:
             raise UserError(f"--trials must be 1..10,000,000 (got {trials})")
         seconds = parse_seconds(budget, "--budget") if budget else None

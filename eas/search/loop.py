@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import socket
@@ -376,7 +377,10 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
         if on_trial:
             on_trial(live, summary)
 
-    interrupt.install()
+    interrupt.install(sigterm=True)
+    quiet_ctrl_c = _NoTracebackForCtrlC()
+    for handler in logging.getLogger("optuna").handlers:
+        handler.addFilter(quiet_ctrl_c)
     try:
         study.optimize(runner, n_trials=budget.trials, timeout=budget.seconds, callbacks=[after_trial],
                        catch=(Exception,), gc_after_trial=False)
@@ -385,7 +389,18 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
     except KeyboardInterrupt:
         summary.stopped = "interrupted"
         _fail_if_running(study, runner.current_trial_id)
+    finally:
+        for handler in logging.getLogger("optuna").handlers:
+            handler.removeFilter(quiet_ctrl_c)
     return summary
+
+
+class _NoTracebackForCtrlC(logging.Filter):
+    """Optuna logs "Trial N failed ... Traceback ... KeyboardInterrupt" for a trial that Ctrl-C
+    stopped; a clean stop says so in one line instead (the command's own)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
 
 
 def _engine_of(study):

@@ -30,7 +30,7 @@ from eas.study.queue import pick
 from eas.study.reader import NoSuchStudy, StudyReader, queue_entries
 from eas.study.schema import SearchSettings
 from eas.study.snapshots import Snapshots
-from eas.study.storage import harden_sqlite, open_storage
+from eas.study.storage import checkpoint_wal, harden_sqlite, open_storage
 
 if TYPE_CHECKING:
     from eas.arch.space import Space
@@ -73,6 +73,7 @@ class Pool:
         if name not in self.served:
             reader = StudyReader(self.url, name)
             settings = SearchSettings.from_dict(reader.settings, name)
+            reader.check_optuna_can_load()
             key = (settings.data, settings.seed)
             if key not in self.tasks:
                 self.tasks[key] = load_dataset(settings.data, seed=settings.seed)
@@ -102,6 +103,12 @@ class Pool:
     def run(self, budget=None, wait: bool = False) -> PoolSummary:
         """Serve trials until nothing is left (or, with `wait`, forever), this worker's own
         `budget` is spent, or Ctrl-C."""
+        try:
+            return self._run(budget, wait)
+        finally:
+            checkpoint_wal(self.url)  # a SQLite storage's file alone holds every trial
+
+    def _run(self, budget, wait: bool) -> PoolSummary:
         summary = PoolSummary()
         began = time.monotonic()
         while True:

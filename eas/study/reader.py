@@ -12,19 +12,21 @@ live explorer pays for what changed, not for the size of the study.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from eas.arch.bounds import check_classes, check_shape
 from eas.errors import UserError
 from eas.lazy import lazy_import
 from eas.study import schema
 from eas.study.queue import COUNTED, QueuedStudy, Run
-from eas.study.records import STATES, TrialRecord, make_record, state_of
+from eas.study.records import STATES, UNREADABLE, TrialRecord, make_record, state_of
 from eas.study.storage import first_line, preflight, safe_url, sqlite_path, studies_dir
 
 optuna_distributions = lazy_import("optuna.distributions")
@@ -47,6 +49,27 @@ def storage_urls(storage: str | None = None) -> list[str]:
     return [f"sqlite:///{p}" for p in sorted(studies_dir().glob("*.db"))]
 
 
+def backup(url: str, folder: Path) -> Path:
+    """A consistent copy of a SQLite study file in `folder`, made with SQLite's backup API:
+    safe while a search writes to it, and complete (the write-ahead log is read too)."""
+    path = sqlite_path(url)
+    if path is None:
+        raise UserError(f"--backup copies SQLite study files; back up {safe_url(url)} with the server's own tools")
+    preflight(url, must_exist=True)
+    target = folder / path.name
+    if target.exists():
+        raise UserError(f"{target} exists: back up into another folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with (closing(sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=30)) as source,
+              closing(sqlite3.connect(target)) as copy):
+            source.backup(copy)
+    except sqlite3.Error as error:
+        target.unlink(missing_ok=True)
+        raise UserError(f"cannot back up {path}: {error}") from None
+    return target
+
+
 def readonly_engine(url: str):
     """A SQLAlchemy engine that cannot write (one per URL and process)."""
     if url in _ENGINES:
@@ -64,7 +87,7 @@ def readonly_engine(url: str):
         else:
             engine = sa.create_engine(url, pool_pre_ping=True)
     except (ImportError, sqlalchemy_exc.SQLAlchemyError, ValueError) as error:
-        raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
+        raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error, url)}") from None
     _ENGINES[url] = engine
     return engine
 
@@ -77,7 +100,7 @@ def reading(url: str) -> Iterator[object]:
         with engine.connect() as connection:
             yield connection
     except sqlalchemy_exc.SQLAlchemyError as error:
-        text = first_line(error)
+        text = first_line(error, url)
         if "no such table" in text or "does not exist" in text and "relation" in text:
             raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
                             "or not an Optuna storage)") from None
@@ -99,17 +122,21 @@ def _check_tables(connection, url: str) -> None:
 def _json(text):
     try:
         return json.loads(text) if text is not None else None
-    except ValueError:
-        return {"__unreadable__": str(text)[:80]}
+    except (ValueError, TypeError):
+        return {UNREADABLE: str(text)[:80]}
 
 
 def _timestamp(value) -> float | None:
-    """Optuna stores naive UTC datetimes; SQLite returns them as text."""
+    """Optuna stores naive UTC datetimes; SQLite returns them as text. What is not a date (anyone
+    can write a shared study) is NaN, which makes its trial broken."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=timezone.utc).timestamp()
+    try:
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=timezone.utc).timestamp()
+    except (ValueError, TypeError, AttributeError, OverflowError, OSError):
+        return math.nan
 
 
 def _study_attrs(connection, study_id: int) -> dict:
@@ -201,14 +228,20 @@ def list_studies(storage: str | None = None) -> list[dict]:
             continue
         for study_id, name, trials, started in found:
             settings = attrs[study_id].get(schema.SETTINGS)
-            if not isinstance(settings, dict):
+            if settings is None:
                 continue  # not an EAS study, or still being set up
+            try:
+                schema.SearchSettings.from_dict(settings, name)
+                malformed = None
+            except UserError as error:
+                settings, malformed = {}, str(error)
             begun = _timestamp(started)
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
-                "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun else "",
-                "storage": safe_url(url), "url": url, "error": None,
+                "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun and math.isfinite(begun)
+                else "",
+                "storage": safe_url(url), "url": url, "error": None, "malformed": malformed,
                 "counts": _by_state(counts, study_id),
                 "queue": _queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers),
             })
@@ -249,13 +282,14 @@ class StudyReader:
                 raise NoSuchStudy(f"no study {name!r} in {safe_url(url)} (studies: {', '.join(known) or 'none'})")
             self.study_id = row[0]
             attrs = _study_attrs(connection, self.study_id)
-        if not isinstance(attrs.get(schema.SETTINGS), dict):
+        if schema.SETTINGS not in attrs:
             raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
         self.schema_version = schema.check_schema(attrs.get(schema.SCHEMA), name)
         settings = schema.SearchSettings.from_dict(attrs[schema.SETTINGS], name)  # validates
         self.settings = attrs[schema.SETTINGS]
         verification = attrs.get(schema.VERIFICATION)
-        self.verification = [v for v in verification if isinstance(v, dict)] if isinstance(verification, list) else []
+        self.verification = [v for v in verification if schema.valid_verification(v)] \
+            if isinstance(verification, list) else []
         reference = attrs.get(schema.REFERENCE)
         self.reference = {k: float(v) for k, v in reference.items() if isinstance(v, (int, float))} \
             if isinstance(reference, dict) else {}
@@ -308,6 +342,21 @@ class StudyReader:
             else:
                 self._unfinished.add(trial_id)
         return changed
+
+    def check_optuna_can_load(self) -> None:
+        """Refuse, in one line, a study that Optuna itself could not load: a worker or a resumed
+        search would end in a traceback inside Optuna at its first trial. Anyone with access to
+        a shared study can store an attribute that is not JSON."""
+        with reading(self.url) as connection:
+            rows = connection.execute(sa.text(" UNION ALL ".join(
+                f"SELECT t.number, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id "
+                f"WHERE t.study_id = :s" for table in ("trial_user_attributes", "trial_system_attributes"))),
+                {"s": self.study_id}).all()
+        bad = [f"trial {number}: {key}" for number, key, value in rows
+               if isinstance(_json(value), dict) and UNREADABLE in _json(value)]
+        if bad:
+            raise UserError(f"study {self.name!r} holds attributes that are not JSON ({', '.join(bad[:3])}); "
+                            "Optuna cannot load such a study: delete those trials' attribute rows first")
 
     def loaded(self) -> LoadedStudy:
         self.poll()

@@ -21,9 +21,13 @@ STATES = ("complete", "infeasible", "stopped", "pruned", "failed", "running", "w
 OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running",
                  "WAITING": "waiting"}
 # Metrics that readers compute with: they must be numbers (or absent) in a trial to be trusted.
-NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {"flops", "train_seconds", "evaluate_seconds"}
+NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {
+    "flops", "train_seconds", "evaluate_seconds", "accuracy_low", "accuracy_high", "val_images", "train_steps",
+    "train_images", "evaluate_energy_j", "latency_ms_p10", "latency_ms_p90", "latency_batch_ms",
+    "memory_bytes_training"}
 RUNG_NUMBERS = {"steps", "accuracy_low", "accuracy_high", "val_images", "position", "results", "keep"}
 TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome"}
+UNREADABLE = "__unreadable__"  # the readers' mark for a stored value that is not JSON
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,39 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | None:
-    """Why a stored trial cannot be trusted, or None. `task` = (input_shape, num_classes)."""
+# Ranges every stored number must lie in; out of range (1e308 accuracy, -1000 MACs) is junk.
+UNIT_INTERVAL = {"accuracy", "accuracy_low", "accuracy_high"}
+
+
+def _out_of_range(key: str, value) -> bool:
+    if not math.isfinite(value):
+        return True
+    return not 0.0 <= value <= 1.0 if key in UNIT_INTERVAL else value < 0
+
+
+def _numbers_problem(values: dict, keys: set, where: str) -> str | None:
+    for key in sorted(keys & values.keys()):
+        value = values[key]
+        if value is None:
+            continue
+        if not _is_number(value):
+            return f"{where} {key} is not a number ({str(value)[:40]!r})"
+        if _out_of_range(key, value):
+            return f"{where} {key} is out of range ({str(value)[:40]})"
+    low, accuracy, high = (values.get(k) for k in ("accuracy_low", "accuracy", "accuracy_high"))
+    if all(_is_number(v) for v in (low, accuracy, high)) and not low <= accuracy <= high:
+        return f"{where} accuracy {accuracy} lies outside its interval [{low}, {high}]"
+    return None
+
+
+def problem_with(attrs: dict, constraints: dict, task: tuple | None, times: tuple = ()) -> str | None:
+    """Why a stored trial cannot be trusted, or None. `task` = (input_shape, num_classes);
+    `times` = (start, finish) as POSIX seconds, NaN for a stored value that is not a date."""
+    if any(isinstance(t, float) and not math.isfinite(t) for t in times):
+        return "stored start or finish time is not a date"
+    for key, value in attrs.items():
+        if isinstance(value, dict) and UNREADABLE in value:
+            return f"stored {key} is not JSON"
     genome = attrs.get(schema.GENOME)
     if genome is not None:
         if not isinstance(genome, str):
@@ -64,15 +99,14 @@ def problem_with(attrs: dict, constraints: dict, task: tuple | None) -> str | No
     if metrics is not None:
         if not isinstance(metrics, dict):
             return f"stored metrics are not a mapping ({type(metrics).__name__})"
-        for key in NUMERIC_METRICS & metrics.keys():
-            value = metrics[key]
-            if value is not None and not _is_number(value):
-                return f"stored metric {key} is not a number ({str(value)[:40]!r})"
+        problem = _numbers_problem(metrics, NUMERIC_METRICS, "stored metric")
+        if problem:
+            return problem
         for key in TEXT_METRICS & metrics.keys():
             if metrics[key] is not None and not isinstance(metrics[key], str):
                 return f"stored metric {key} is not text"
     for name, value in constraints.items():
-        if not _is_number(value):
+        if not _is_number(value) or not math.isfinite(value):
             return f"stored constraint {name} is not a number"
     for key in (schema.STATUS, schema.REASON):
         if attrs.get(key) is not None and not isinstance(attrs[key], str):
@@ -90,7 +124,7 @@ def valid_rungs(rungs) -> bool:
     for rung in rungs:
         if not isinstance(rung, dict) or not isinstance(rung.get("rung"), int) or isinstance(rung["rung"], bool):
             return False
-        if any(k in rung and rung[k] is not None and not _is_number(rung[k]) for k in NUMERIC_METRICS | RUNG_NUMBERS):
+        if _numbers_problem(rung, NUMERIC_METRICS | RUNG_NUMBERS, "rung") is not None:
             return False
     return True
 
@@ -108,7 +142,7 @@ def state_of(optuna_state: str, status, violated: bool) -> str:
 def make_record(trial_id: int, number: int, optuna_state: str, started: float | None, finished: float | None,
                 attrs: dict, constraints: dict, task: tuple | None) -> TrialRecord:
     """One stored trial -> TrialRecord, flagged "broken" when it cannot be trusted."""
-    problem = problem_with(attrs, constraints, task)
+    problem = problem_with(attrs, constraints, task, (started, finished))
     if problem is not None:
         genome = attrs.get(schema.GENOME)
         return TrialRecord(number=number, state="broken", genome=genome if isinstance(genome, str) else None,

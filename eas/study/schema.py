@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from eas.errors import UserError
+from eas.objectives import Constraints, parse_objectives
 
 # 1: the first EAS (no version attribute); 2: schema attribute, canonical genome keys, rungs.
 SCHEMA_VERSION = 2
@@ -52,6 +53,29 @@ def check_schema(stored: object, name: str) -> int:
     return version
 
 
+# The type each stored setting must have (anyone with access can write a shared study).
+SETTING_TYPES = {"space_name": str, "space": dict, "data": str, "objectives": list, "constraints": dict,
+                 "fidelity": dict, "sampler": str, "seed": int, "device": str, "meter": str, "warm_start": bool,
+                 "population": int, "multi_fidelity": dict}
+
+
+def valid_verification(result) -> bool:
+    """A stored `eas verify` result with every field its readers use, of the right type."""
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not isinstance(result, dict) or not isinstance(result.get("members"), list):
+        return False
+    if not all(number(result.get(k)) for k in ("of", "steps", "factor", "seeds", "seconds", "held")):
+        return False
+    if result.get("kendall_tau") is not None and not number(result["kendall_tau"]):
+        return False
+    return all(isinstance(m, dict) and number(m.get("trial")) and number(m.get("search_accuracy"))
+               and number(m.get("verified_accuracy")) and isinstance(m.get("held_place"), bool)
+               and isinstance(m.get("genome"), str) and (m.get("seed_spread") is None or number(m["seed_spread"]))
+               for m in result["members"])
+
+
 @dataclass(frozen=True)
 class SearchSettings:
     """Everything a worker needs to join a study, stored in the study itself."""
@@ -84,13 +108,21 @@ class SearchSettings:
     def from_dict(cls, data: dict, name: str = "study") -> SearchSettings:
         """Settings as stored; anything malformed is a clear error, never a traceback."""
         try:
+            if not isinstance(data, dict):
+                raise TypeError(f"settings are {type(data).__name__}, not a mapping")
+            for key, kind in SETTING_TYPES.items():
+                if key in data and not isinstance(data[key], kind):
+                    raise TypeError(f"{key} is {type(data[key]).__name__}")
+            parse_objectives(data["objectives"])
+            Constraints.from_dict(data["constraints"])
             shape = tuple(int(v) for v in data["input_shape"]) if data.get("input_shape") else None
             known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
             if known.get("sampler") == "eas":  # studies stored before TPE became the default
                 known["sampler"] = "evolution"
             return cls(**{**known, "objectives": tuple(data["objectives"]), "input_shape": shape})
-        except (KeyError, TypeError, ValueError) as error:
-            raise UserError(f"study {name!r} has malformed EAS settings ({type(error).__name__}: {error})") from None
+        except (KeyError, TypeError, ValueError, UserError) as error:
+            raise UserError(f"study {name!r} has malformed EAS settings ({type(error).__name__}: "
+                            f"{str(error)[:200]})") from None
 
     def mismatches(self, stored: SearchSettings) -> list[str]:
         return [k for k in self.MUST_MATCH if getattr(self, k) != getattr(stored, k)]

@@ -34,6 +34,7 @@ def check_resumable(url: str, name: str, settings: schema.SearchSettings) -> Non
     if different:
         raise UserError(f"study {name!r} exists with different {', '.join(different)}; "
                         "use another --study name, or the same settings to resume it")
+    reader.check_optuna_can_load()
 
 
 def create_or_resume(storage, name: str, settings: schema.SearchSettings, reference: Callable[[], dict],
@@ -51,14 +52,29 @@ def create_or_resume(storage, name: str, settings: schema.SearchSettings, refere
         return study, False
     if [d.name.lower() for d in study.directions] != directions:
         raise UserError(f"study {name!r} exists and is not an EAS study with these objectives")
-    study.set_metric_names(list(settings.objectives))
-    study.set_user_attr(schema.REFERENCE, reference())
-    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
-    study.set_user_attr(schema.CREATED_BY, versions())
-    if warm_start is not None:
-        warm_start(study)
-    study.set_user_attr(schema.SETTINGS, settings.to_dict())  # last: the study is now ready
+    try:
+        study.set_metric_names(list(settings.objectives))
+        study.set_user_attr(schema.REFERENCE, reference())
+        study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
+        study.set_user_attr(schema.CREATED_BY, versions())
+        if warm_start is not None:
+            warm_start(study)
+        study.set_user_attr(schema.SETTINGS, settings.to_dict())  # last: the study is now ready
+    except BaseException:  # an error or Ctrl-C while setting up: no half-made study poisons the name
+        _remove_half_made(storage, name)
+        raise
     return study, True
+
+
+def _remove_half_made(storage, name: str) -> None:
+    """Delete a study that never got its settings and holds no trial (best effort: another
+    process that finished setting it up meanwhile keeps it)."""
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+        if schema.SETTINGS not in study.user_attrs and not study.get_trials(deepcopy=False):
+            optuna.delete_study(study_name=name, storage=storage)
+    except Exception:  # the original error is what the user must see
+        pass
 
 
 def join(url: str, name: str, heartbeat: int | None):
@@ -66,6 +82,7 @@ def join(url: str, name: str, heartbeat: int | None):
     nothing is written to a storage that holds no such study."""
     reader = StudyReader(url, name)
     settings = schema.SearchSettings.from_dict(reader.settings, name)
+    reader.check_optuna_can_load()
     storage = open_storage(url, heartbeat=heartbeat)
     harden_sqlite(storage)
     return optuna.load_study(study_name=name, storage=storage), settings, reader

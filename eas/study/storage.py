@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import warnings
+from contextlib import closing
 from pathlib import Path
 
 from eas.errors import UserError
@@ -26,7 +27,22 @@ STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 STORAGE_ENV = "EAS_STORAGE"  # the storage URL, so a password need not be on a command line
 # Tables that only an Optuna storage has; a SQLite file with tables but none of these belongs
 # to another application and is never written to.
-OPTUNA_TABLES = {"studies", "trials", "version_info", "alembic_version"}
+# Optuna's own schema, the columns EAS reads from each table: a SQLite file holding anything
+# else belongs to another application (and a look-alike with a `studies` table is not Optuna's).
+OPTUNA_COLUMNS = {
+    "version_info": {"version_info_id", "schema_version", "library_version"},
+    "alembic_version": {"version_num"},
+    "studies": {"study_id", "study_name"},
+    "study_directions": {"study_direction_id", "direction", "study_id", "objective"},
+    "study_user_attributes": {"study_user_attribute_id", "study_id", "key", "value_json"},
+    "study_system_attributes": {"study_system_attribute_id", "study_id", "key", "value_json"},
+    "trials": {"trial_id", "number", "study_id", "state", "datetime_start", "datetime_complete"},
+    "trial_user_attributes": {"trial_user_attribute_id", "trial_id", "key", "value_json"},
+    "trial_system_attributes": {"trial_system_attribute_id", "trial_id", "key", "value_json"},
+    "trial_params": {"param_id", "trial_id", "param_name", "param_value", "distribution_json"},
+    "trial_values": {"trial_value_id", "trial_id", "objective", "value"},
+}
+OPTIONAL_TABLES = {"trial_intermediate_values", "trial_heartbeats", "eas_rung_weights", "sqlite_sequence"}
 
 
 def studies_dir() -> Path:
@@ -50,11 +66,28 @@ def storage_url(given: str | None, study: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL with any password hidden, for messages, even when the URL is malformed."""
-    try:
-        return sqlalchemy_engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
+    """The URL with any password hidden, for messages, whatever the URL's shape: everything
+    between the user name and the last '@' (a password may hold '/', ':' or '@'), and any
+    password=... parameter."""
+    scheme, separator, rest = url.partition("://")
+    if separator and "@" in rest:
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:***@{host}" if colon else f"{userinfo}@{host}"
+    return re.sub(r"(?i)(password=)[^&]*", r"\1***", f"{scheme}{separator}{rest}")
+
+
+def _secrets(url: str) -> list[str]:
+    """The password of a URL and each piece of it a driver may echo: a malformed URL's driver
+    error can name a "host" that is really the end of the password."""
+    scheme, separator, rest = url.partition("://")
+    found = re.findall(r"(?i)password=([^&]*)", url)
+    if separator and "@" in rest:
+        userinfo = rest.rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+    pieces = {piece for secret in found for piece in [secret, *re.split(r"[@/:]", secret)] if len(piece) >= 3}
+    return sorted(pieces, key=len, reverse=True)
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -64,16 +97,34 @@ def sqlite_path(url: str) -> Path | None:
     return None if path in ("", ":memory:") else Path(path)
 
 
-def sqlite_tables(path: Path) -> set[str]:
-    """Table names of a SQLite file, read without writing a byte (a corrupt file stays as it is)."""
+def sqlite_schema(path: Path) -> tuple[dict[str, set[str]], list]:
+    """(table -> column names, rows of version_info) of a SQLite file, read without writing a
+    byte (a corrupt file stays as it is)."""
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        try:
-            return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            connection.close()
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as connection:
+            tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            columns = {table: {row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')}
+                       for table in tables}
+            versions = connection.execute("SELECT schema_version FROM version_info").fetchall() \
+                if "version_info" in tables else []
+            return columns, versions
     except sqlite3.DatabaseError as error:
         raise UserError(f"{path} is not a readable SQLite study file ({error}); it was left untouched") from None
+
+
+def foreign_schema(columns: dict[str, set[str]], versions: list) -> str | None:
+    """Why a SQLite file's schema is not Optuna's (None when it is, or when the file is empty)."""
+    if not columns:
+        return None
+    missing = [t for t, needed in OPTUNA_COLUMNS.items() if not needed <= columns.get(t, set())]
+    if missing:
+        return f"tables {', '.join(sorted(columns)[:5])} are not Optuna's ({missing[0]} missing or different)"
+    extra = sorted(set(columns) - set(OPTUNA_COLUMNS) - OPTIONAL_TABLES)
+    if extra:
+        return f"it holds tables Optuna does not make ({', '.join(extra[:5])})"
+    if len(versions) != 1 or not isinstance(versions[0][0], int):
+        return "its version_info is not Optuna's"
+    return None
 
 
 def preflight(url: str, must_exist: bool = False) -> None:
@@ -93,17 +144,32 @@ def preflight(url: str, must_exist: bool = False) -> None:
         if not path.parent.exists() and path.parent != studies_dir():
             raise UserError(f"folder {path.parent} does not exist")
         return
-    tables = sqlite_tables(path)
-    if tables and not tables & OPTUNA_TABLES:
-        raise UserError(f"{path} is a SQLite database of another application (tables: "
-                        f"{', '.join(sorted(tables)[:5])}); EAS writes only to its own study files")
+    columns, versions = sqlite_schema(path)
+    # Writers need Optuna's whole schema; readers, which never write, refuse only a file with
+    # none of its tables (one being created by a search shows some of them for a moment).
+    problem = foreign_schema(columns, versions) if not must_exist else \
+        None if not columns or set(columns) & set(OPTUNA_COLUMNS) else "none of Optuna's tables"
+    if problem:
+        raise UserError(f"{path} is a SQLite database of another application ({problem}); EAS writes only to its "
+                        "own study files and left it untouched")
 
 
-def first_line(error: BaseException) -> str:
+def check_writable(path: Path) -> None:
+    """A SQLite study that will be written: the file, its write-ahead log and its folder must take
+    writes (a read-only or immutable file is refused in one line before anything starts)."""
+    for target in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), path.parent):
+        if target.exists() and not os.access(target, os.W_OK):
+            raise UserError(f"cannot write {target}: it is read-only (the study is left as it is)")
+
+
+def first_line(error: BaseException, url: str = "") -> str:
     """An error's first line (a database driver's own message, not SQLAlchemy's wrapper), for a
-    one-line refusal."""
+    one-line refusal; nothing of `url`'s password survives in it."""
     text = str(getattr(error, "orig", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    line = text.splitlines()[0] if text else type(error).__name__
+    for secret in _secrets(url):
+        line = line.replace(secret, "***")
+    return line
 
 
 def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
@@ -116,6 +182,7 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(path)
     # A server's connections are shared by every worker: each holds at most 4 for writing
     # (the trial in hand and its heartbeat use 2) and 4 for reading (reader.py).
     engine_kwargs = {"connect_args": {"timeout": 60}} if path is not None else {
@@ -133,8 +200,22 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
             if attempt == 2:
                 raise UserError(f"cannot open storage {safe_url(url)}: another process keeps creating it") from None
         except (sqlalchemy_exc.SQLAlchemyError, ImportError, ValueError) as error:
-            raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error)}") from None
+            raise UserError(f"cannot open storage {safe_url(url)}: {first_line(error, url)}") from None
     raise AssertionError("unreachable")
+
+
+def checkpoint_wal(url: str) -> None:
+    """Fold a SQLite study's write-ahead log back into its file when a writer ends, so that the
+    file alone holds every trial (users copy studies/<study>.db). Best effort: another worker
+    still writing keeps its part of the log, and folds it in when it ends."""
+    path = sqlite_path(url)
+    if path is None or not path.is_file():
+        return
+    try:
+        with closing(sqlite3.connect(path, timeout=10)) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass
 
 
 def harden_sqlite(storage) -> None:

@@ -93,13 +93,15 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict:
         optimizer.load_state_dict(_join_optimizer(tensors, state["optimizer"]))
         scheduler.load_state_dict(state["scheduler"])
         progress = state["progress"]
-        progress["plan"]  # noqa: B018  (a checkpoint without its plan cannot be resumed)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as error:
+        if not isinstance(progress, dict) or not isinstance(progress.get("plan"), dict):
+            raise TypeError("progress without its plan")  # a run without its plan cannot be resumed
+        torch.set_rng_state(cpu_state)
+        if cuda_states and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(cuda_states[:torch.cuda.device_count()])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RuntimeError,
+            SafetensorError) as error:
         raise UserError(f"checkpoint {folder} is unreadable ({type(error).__name__}); "
                         "run again with --restart to start over") from None
-    torch.set_rng_state(cpu_state)
-    if cuda_states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda_states[:torch.cuda.device_count()])
     return progress
 
 
@@ -112,6 +114,11 @@ def save_weights(path: Path, model) -> None:
 
 
 def load_weights(path: Path, model):
-    """Weights written by save_weights, into `model`; returns the model."""
-    model.load_state_dict(load_file(str(path)))
+    """Weights written by save_weights, into `model`; returns the model. A file that is missing,
+    garbled, a pickle, or of another architecture is one clear error."""
+    try:
+        model.load_state_dict(load_file(str(path)))
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:
+        raise UserError(f"{path} does not hold this architecture's weights "
+                        f"({(str(error).strip().splitlines() or [type(error).__name__])[0][:200]})") from None
     return model

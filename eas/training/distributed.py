@@ -110,6 +110,12 @@ def energy_share(joules: float, source: str, group: Group) -> float:
 def check_launch(nproc: int, nnodes: int, rdzv_endpoint: str | None, max_restarts: int) -> None:
     if not 1 <= nproc <= 1024:
         raise UserError(f"--nproc must be 1..1024 processes per machine (got {nproc})")
+    if nproc > 1:
+        cuda = torch.cuda.is_available()
+        present = torch.cuda.device_count() if cuda else os.cpu_count() or 1
+        if nproc > present:
+            raise UserError(f"--nproc {nproc}: this machine has {present} {'GPUs' if cuda else 'CPU cores'}; "
+                            "more processes than that only wait for each other")
     if not 1 <= nnodes <= 1024:
         raise UserError(f"--nnodes must be 1..1024 (got {nnodes})")
     if nnodes > 1 and not rdzv_endpoint:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -41,6 +42,7 @@ from eas.training.step import (
 )
 
 WEIGHTS = "model.safetensors"  # what `eas train` leaves: the weights of the best epoch
+WRITTEN = ("checkpoint", "best.safetensors", WEIGHTS, "report.json")  # what it writes in the export
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,20 @@ def read_arch(folder: Path) -> dict:
     path = Path(folder) / "arch.json"
     if not path.exists():
         raise UserError(f"{folder} holds no arch.json (make one with `eas export`)")
+    if not path.is_file():
+        raise UserError(f"{path} is not a file")
     try:
         document = json.loads(path.read_text())
+        if not isinstance(document, dict):
+            raise TypeError(f"a {type(document).__name__}, not a mapping")
         genome, task = document["genome"], document["task"]
         shape = check_shape(task["input_shape"], f"{path}: input_shape")
         classes = check_classes(task["num_classes"], f"{path}: num_classes")
         check_buildable(Arch.decode(genome), shape, classes)
         _check_training(document.get("training") or {})
-    except (ValueError, KeyError, TypeError) as error:
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path} is not an EAS architecture file ({type(error).__name__}: {error})") from None
     except UserError as error:
         raise UserError(f"{path}: {error}") from None
@@ -93,6 +101,8 @@ def read_arch(folder: Path) -> dict:
 
 
 def _check_training(training: dict) -> None:
+    if not isinstance(training, dict):
+        raise UserError(f"training: expected a mapping of lr, weight_decay, batch_size (got {str(training)[:40]})")
     for key, value in training.items():
         if key not in TRAIN_FIELDS or not TRAIN_FIELDS[key][0](value):
             raise UserError(f"training.{key}: {value!r} is not {TRAIN_FIELDS.get(key, (0, 'known'))[1]}")
@@ -106,10 +116,7 @@ def load_trained(folder: Path, task):
     if not weights.is_file():
         raise UserError(f"{folder} holds no trained weights ({WEIGHTS}); train it first: eas train {folder}")
     model = build(document["genome"], task.input_shape, task.num_classes)
-    try:
-        load_weights(weights, model)
-    except (RuntimeError, OSError, ValueError) as error:
-        raise UserError(f"{weights} does not hold this architecture's weights ({str(error).splitlines()[0]})") from None
+    load_weights(weights, model)
     return document, model.eval()
 
 
@@ -126,13 +133,21 @@ def check_teacher(student: dict, teacher_folder: Path) -> dict:
 
 
 def check_task_fits(document: dict, task) -> None:
+    """The data must be what the architecture was searched for: the same input shape and classes."""
     want_shape = tuple(document["task"]["input_shape"])
     want_classes = int(document["task"]["num_classes"])
-    if task.input_shape[0] != want_shape[0]:
-        raise UserError(f"data {task.name} has {task.input_shape[0]} channel(s); the architecture expects "
-                        f"{want_shape[0]}")
+    if tuple(task.input_shape) != want_shape:
+        shown = "x".join(map(str, want_shape))
+        raise UserError(f"data {task.name} has input {'x'.join(map(str, task.input_shape))} (channels x height x "
+                        f"width); the architecture was searched for {shown}")
     if task.num_classes != want_classes:
         raise UserError(f"data {task.name} has {task.num_classes} classes; the architecture expects {want_classes}")
+
+
+PROGRESS_TYPES = {"plan": dict, "epoch": int, "step": int, "global_step": int, "energy_j": (int, float),
+                  "train_seconds": (int, float), "best_accuracy": (int, float), "best_epoch": (int, type(None)),
+                  "bad_epochs": int, "time_to_target_s": (int, float, type(None)), "history": list, "done": bool,
+                  "data": (str, type(None))}
 
 
 @dataclass
@@ -151,15 +166,19 @@ class Progress:
     time_to_target_s: float | None = None
     history: list = field(default_factory=list)
     done: bool = False  # stopped early
+    data: str | None = None  # the dataset it trains on: a checkpoint of other data is not resumed
 
     @classmethod
     def from_checkpoint(cls, saved: dict, checkpoint: Path) -> Progress:
+        """The progress a checkpoint saved, each field of its type (the file is input too)."""
         known = {f.name for f in fields(cls)}
-        try:
-            return cls(**{k: v for k, v in saved.items() if k in known})
-        except TypeError:
-            raise UserError(f"checkpoint {checkpoint} is unreadable (progress); run again with --restart "
-                            "to start over") from None
+        progress = cls(**{k: v for k, v in saved.items() if k in known})
+        wrong = [name for name, kinds in PROGRESS_TYPES.items() if not isinstance(getattr(progress, name), kinds)
+                 or (isinstance(getattr(progress, name), bool) and name != "done")]
+        if wrong:
+            raise UserError(f"checkpoint {checkpoint} is unreadable (progress: {', '.join(wrong)}); run again "
+                            "with --restart to start over")
+        return progress
 
 
 class EnergyClock:
@@ -185,6 +204,9 @@ class FullTraining:
                  start_from: Path | None, distributed: bool):
         self.folder, self.task, self.plan = Path(folder), task, plan
         self.document = read_arch(self.folder)
+        for target in (self.folder, *(self.folder / name for name in WRITTEN)):
+            if target.exists() and not os.access(target, os.W_OK):
+                raise UserError(f"cannot write {target}: it is read-only (the export is left as it is)")
         check_task_fits(self.document, task)
         device = resolve_device(device_name)
         self.group = Group.from_environment(device.type == "cuda") if distributed else Group()
@@ -218,10 +240,17 @@ class FullTraining:
             if different:
                 raise UserError(f"{self.checkpoint} was made with different {', '.join(different)}; use the same "
                                 "options to resume, or --restart to start over")
-            return Progress.from_checkpoint(saved, self.checkpoint)
+            progress = Progress.from_checkpoint(saved, self.checkpoint)
+            if progress.data not in (None, self.task.name):
+                raise UserError(f"{self.checkpoint} trains on data {progress.data}, not {self.task.name}; use the "
+                                "same --data to resume, or --restart to start over")
+            if progress.best_epoch is not None and not (self.folder / "best.safetensors").is_file():
+                raise UserError(f"{self.folder} lost best.safetensors, the weights of its best epoch so far; "
+                                "run again with --restart to start over")
+            return progress
         if start_from is not None:
             load_weights(start_from, self.model)
-        return Progress(plan=asdict(self.plan))
+        return Progress(plan=asdict(self.plan), data=self.task.name)
 
     def run(self, show_progress: bool) -> None:
         """Epochs until the plan's last or an early stop; a checkpoint at each epoch's end."""
