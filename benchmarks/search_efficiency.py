@@ -55,7 +55,7 @@ def normaliser(space, task, floor: float):
     from eas.search.candidate import Candidate
     from eas.training.proxy import Fidelity
 
-    smallest, largest = space.extremes()
+    smallest, largest = space.extremes(task.input_shape, task.num_classes)
     bounds = {}
     for key, attribute in (("macs", "macs"), ("params", "params")):
         low = getattr(arch_cost(smallest, task.input_shape, task.num_classes), attribute)

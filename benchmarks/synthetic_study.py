@@ -40,7 +40,7 @@ def write_study(url: str, name: str, n: int, space, settings: SearchSettings, se
         storage.engine.dispose()
     study = optuna.create_study(study_name=name, storage=storage, directions=["maximize"] + ["minimize"] * 3)
     shape, classes = settings.input_shape, settings.num_classes
-    _, largest = space.extremes()
+    _, largest = space.extremes(shape, classes)
     top = arch_cost(largest, shape, classes)
     study.set_metric_names(list(OBJECTIVES))
     study.set_user_attr(schema.REFERENCE, {"macs": 1.1 * top.macs, "params": 1.1 * top.params,

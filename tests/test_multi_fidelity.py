@@ -261,3 +261,66 @@ def test_verify_retrains_the_front_and_stores_what_it_found(small_study):
     shown = json.loads(run_eas("show", "s", "--json", env=env, cwd=root).stdout)
     assert shown["verification"]["members"] == found["members"]
     assert "held" in run_eas("show", "s", env=env, cwd=root).stdout
+
+
+def test_a_rung_that_rounds_to_no_steps_still_trains_one_and_never_means_everything():
+    ladder = Ladder((1, 3, 9), 3)
+    # A candidate with 4x the study's batch takes 1/4 of the steps: rung 0 rounds to 0.
+    assert [ladder.segment(rung, 0.25) for rung in range(3)] == [1, 1, 1]
+    assert [ladder.segment(rung) for rung in range(3)] == [1, 2, 6]
+    with pytest.raises(ValueError, match="at least one step"):
+        from eas.training.proxy import Fidelity, train
+        train(None, None, None, Fidelity(), None, steps=0)
+
+
+def test_verify_rescales_steps_by_batch_and_pools_the_seeds_interval():
+    from eas.search.candidate import wilson_interval
+    from eas.search.verify import steps_at_batch, verified_row
+    from eas.study.records import TrialRecord
+
+    assert steps_at_batch(90, study_batch=128, batch=256) == 45
+    assert steps_at_batch(90, study_batch=128, batch=64) == 180
+    record = TrialRecord(number=3, state="complete", genome="g", metrics={"accuracy": 0.7})
+    runs = [{"accuracy": 0.80, "val_images": 100}, {"accuracy": 0.90, "val_images": 100}]
+    row = verified_row(record, runs)
+    assert row["verified_accuracy"] == pytest.approx(0.85)
+    assert row["verified_interval"] == pytest.approx(list(wilson_interval(170, 200)))  # not the first seed's
+    assert row["seed_spread"] == pytest.approx(0.10)
+
+
+def test_refusals_are_counted_only_for_the_trial_the_guard_proposed():
+    """An enqueued (or retried) trial has fixed parameters: Optuna asks no proposal for it, so the
+    refusals of the trial before must not be counted again for it."""
+    space = load_space("tiny", SHAPE)
+    distributions = space_distributions(space)
+    first_refused = {"done": False}
+
+    def refuse(params):
+        if not first_refused["done"]:
+            first_refused["done"] = True
+            return "over max_macs"
+        return None
+
+    sampler = ConstraintAwareSampler(optuna.samplers.RandomSampler(seed=0), distributions, refuse, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    proposed = study.ask()
+    space.sample(proposed)
+    assert sampler.refusals_for(proposed.number) == {"over max_macs": 1}
+    study.tell(proposed, 0.0)
+    study.enqueue_trial(proposed.params)
+    enqueued = study.ask()
+    space.sample(enqueued)
+    assert sampler.refusals_for(enqueued.number) == {}
+
+
+def test_the_top_rung_of_a_complete_trial_is_not_shown_as_stopped():
+    from eas.reports.explorer import rung_rows
+    from eas.study.records import TrialRecord
+
+    rungs = [{"rung": 0, "steps": 3, "accuracy": 0.6, "go_on": True, "position": 0, "results": 5, "keep": 2},
+             {"rung": 1, "steps": 9, "accuracy": 0.8, "go_on": False, "position": 0, "results": 12, "keep": 4}]
+    complete = TrialRecord(number=1, state="complete", genome="g", attrs={"rungs": rungs})
+    assert [row["decision"] for row in rung_rows(complete)] == ["trained on (rank 1 of 5)", "top rung (rank 1 of 12)"]
+    stopped = TrialRecord(number=2, state="stopped", genome="g", attrs={"rungs": rungs[:1] + [
+        {**rungs[1], "position": 9}]})
+    assert rung_rows(stopped)[-1]["decision"] == "stopped (rank 10 of 12)"

@@ -30,25 +30,39 @@ def test_pareto_mask_matches_brute_force(rows):
     assert (pareto_mask(points) == brute_force_mask(points)).all()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.integers(50, 60), st.sampled_from([0, 1, 2]), st.integers(0, 3), st.integers(0, 3)),
-                min_size=0, max_size=40))
+                min_size=0, max_size=8))
 def test_tied_pareto_mask_matches_its_definition(rows):
-    """A trial is out when another costs no more anywhere, its interval reaches this one's, and
-    it is cheaper somewhere or its whole interval lies above (checked pair by pair here)."""
+    """Brute force over every subset: the tie-aware Pareto set is the one set K where a trial is
+    in K exactly when no other trial *in K* removes it (costs no more anywhere, its interval
+    reaches this one's, and it is cheaper somewhere or its whole interval lies above)."""
     records = [TrialRecord(i, "complete", "g", {"accuracy": a / 100, "accuracy_low": (a - w) / 100,
                                                 "accuracy_high": (a + w) / 100, "macs": m, "params": p})
                for i, (a, w, m, p) in enumerate(rows)]
 
-    def dominates(i, j):
+    def removes(i, j):
         mi, mj = records[i].metrics, records[j].metrics
         costs_le = mi["macs"] <= mj["macs"] and mi["params"] <= mj["params"]
         cheaper = mi["macs"] < mj["macs"] or mi["params"] < mj["params"]
         above = mi["accuracy_low"] > mj["accuracy_high"]
-        return costs_le and mi["accuracy_high"] >= mj["accuracy_low"] and (cheaper or above)
+        return i != j and costs_le and mi["accuracy_high"] >= mj["accuracy_low"] and (cheaper or above)
 
-    expected = [not any(dominates(i, j) for i in range(len(records)) if i != j) for j in range(len(records))]
-    assert list(tied_pareto_mask(records, ("accuracy", "macs", "params"))) == expected
+    n = len(records)
+    fixed_points = [members for members in itertools.product([False, True], repeat=n)
+                    if all(members[j] == (not any(members[i] and removes(i, j) for i in range(n)))
+                           for j in range(n))]
+    assert len(fixed_points) == 1  # removal runs one way (costs, then intervals): the set is unique
+    assert list(tied_pareto_mask(records, ("accuracy", "macs", "params"))) == list(fixed_points[0])
+
+
+def test_a_chain_of_ties_keeps_the_model_wholly_above_the_cheapest():
+    """A = 80% +-1 at 1 M MACs, B = 81% +-1 at 2 M, C = 82.5% +-1 at 3 M: B ties A and costs more,
+    so B goes; C ties only B, which is gone, and lies wholly above A: A and C stay."""
+    records = [TrialRecord(i, "complete", "g", {"accuracy": a, "accuracy_low": a - 0.01, "accuracy_high": a + 0.01,
+                                                "macs": m}) for i, (a, m) in enumerate([(0.80, 1e6), (0.81, 2e6),
+                                                                                         (0.825, 3e6)])]
+    assert [r.number for r in pareto_front(records, ("accuracy", "macs"))] == [2, 0]
 
 
 def test_front_excludes_dominated_infeasible_and_failed():
@@ -122,3 +136,26 @@ def test_hypervolume_history_is_the_hypervolume_of_each_prefix_and_ends_with_the
     drawn = hypervolume_history(records, OBJ, reference, max_points=7)
     assert len(drawn) <= 8 and drawn[-1] == history[-1]
     assert all(h in history for h in drawn)
+
+
+def _front(rows):
+    return [TrialRecord(i, "complete", "g", {"accuracy": a, "macs": m, "params": m / 50,
+                                             "inference_energy_j_per_1k": m * 3e-7})
+            for i, (a, m) in enumerate(rows)]
+
+
+def test_the_knee_reads_costs_on_a_log_scale():
+    """Doubling MACs from 1 M to 2 M buys 10 points, 2 M to 8 M 5, 8 M to 64 M 3: the balanced
+    pick is 2 M. On a linear MAC scale 1, 2 and 8 M all look 'cheap' and the pick drifts to 8 M."""
+    front = _front([(0.70, 1e6), (0.80, 2e6), (0.85, 8e6), (0.88, 64e6)])
+    assert knee(front, ("accuracy", "macs")).number == 1
+
+
+def test_correlated_costs_count_once_in_the_knee_and_units_do_not_matter():
+    # Evenly spaced MACs: as three axes (MACs, params, energy), cost would outweigh accuracy 3:1.
+    front = _front([(0.70, 1e6), (0.76, 2e6), (0.80, 3e6), (0.83, 4e6), (0.85, 5e6)])
+    one = knee(front, ("accuracy", "macs")).number
+    assert knee(front, ("accuracy", "macs", "params", "energy")).number == one  # params, energy ~ MACs
+    rescaled = [TrialRecord(r.number, r.state, r.genome, {**r.metrics, "macs": r.metrics["macs"] * 1000})
+                for r in front]
+    assert knee(rescaled, ("accuracy", "macs")).number == one

@@ -39,14 +39,14 @@ def test_budget_strings(text, seconds):
 @pytest.mark.slow
 def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
     env = env_for(tmp_path)
-    started = time.monotonic()
     first = run_eas("search", *FAST, "--budget", "20s", "--study", "demo", "--json", env=env, cwd=tmp_path)
-    elapsed = time.monotonic() - started
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["stopped"] == "budget"
-    assert elapsed < 20 + 25  # the budget plus start-up (imports, data, reference point) and a grace
     study = load(tmp_path, "demo")
+    # The budget's contract, whatever the machine's pace: no trial starts after it.
+    starts = [t.datetime_start for t in study.trials if t.datetime_start is not None]
+    assert (max(starts) - min(starts)).total_seconds() <= 20
     before = len(study.trials)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert len(complete) >= 3
@@ -63,12 +63,14 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
     one = json.loads(run_eas("show", "demo", "--trial", str(complete[0].number), env=env, cwd=tmp_path).stdout)
     assert one["genome"] == complete[0].user_attrs["genome"]
 
+    study.enqueue_trial(complete[0].params)  # a candidate proposed again (as any worker could)
     again = run_eas("search", *FAST, "--budget", "8s", "--study", "demo", "--json", env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     resumed = load(tmp_path, "demo")
     assert len(resumed.trials) > before
     # a genome evaluated before is reused, not trained again
     reused = [t for t in resumed.trials if "cached_from" in t.user_attrs]
+    assert reused, "the candidate proposed again was trained again"
     for trial in reused:
         source = resumed.trials[trial.user_attrs["cached_from"]]
         assert source.user_attrs["genome"] == trial.user_attrs["genome"]

@@ -36,7 +36,7 @@ def test_an_unmeasured_latency_does_not_poison_a_broken_macs_limit(tmp_path):
     # enqueue_trial) still reaches the evaluator, which must store it as infeasible.
     study = optuna.load_study(study_name="lat", storage=f"sqlite:///{tmp_path / 'studies' / 'lat.db'}")
     space = load_space("tiny", (1, 8, 8))
-    study.enqueue_trial(space.params_of(space.extremes()[1]))
+    study.enqueue_trial(space.params_of(space.extremes((1, 8, 8), 10)[1]))
     worked = run_eas("worker", "--study", "lat", "--trials", "1", "--quiet", env=env, cwd=tmp_path)
     assert worked.returncode == 0, worked.stderr
     trial = trials_of(tmp_path, "lat")[-1]

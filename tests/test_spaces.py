@@ -54,7 +54,11 @@ def test_every_sampler_works_with_fixed_choice_lists():
         for _ in range(4):
             trial = study.ask()
             arch = space.sample(trial)
+            assert set(trial.params) == set(space.parameters())
+            assert all(trial.params[name] in choices for name, choices in space.parameters().items())
+            assert space.arch_from_params(trial.params) == arch
             study.tell(trial, [0.5, float(arch.depth)])
+        assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
 
 
 def test_spaces_adapt_to_the_input_resolution():
@@ -69,7 +73,7 @@ def test_spaces_adapt_to_the_input_resolution():
 
 def test_extremes_bound_the_costs():
     space = load_space("mobile", (1, 28, 28))
-    low, high = space.extremes()
+    low, high = space.extremes((1, 28, 28), 10)
     low_macs = profile(build(low, (1, 28, 28), 10), (1, 28, 28)).macs
     high_macs = profile(build(high, (1, 28, 28), 10), (1, 28, 28)).macs
     for arch in sample_archs(space, 10):
@@ -107,3 +111,29 @@ def test_a_users_own_space_file_by_path(tmp_path):
     space = load_space(str(path), (1, 28, 28))
     assert space.name == "mine" and list(space.parameters()) == ["stage1.width"]
     assert {a.stages[0].width for a in sample_archs(space, 20)} == {8, 16}
+
+
+def test_extremes_are_found_by_counting_not_by_assuming_cost_grows_with_each_choice(tmp_path):
+    """With `stride: [1, 2]` the larger value makes everything after it cheaper: the smallest
+    arch has stride 2. Checked against every arch of a small space."""
+    import itertools
+
+    from eas.arch.counting import arch_cost
+
+    path = tmp_path / "strided.yaml"
+    path.write_text("stem: {width: [8, 16], kernel: 3, stride: 1, act: relu}\n"
+                    "stages:\n"
+                    "  - {kind: ds, depth: 1, width: [16, 24], kernel: 3, stride: [1, 2], act: relu}\n"
+                    "  - {kind: ir, depth: [1, 2], width: [24, 32], kernel: 3, expansion: 4, stride: 1, act: relu}\n"
+                    "head: {width: [0, 64], hidden: 0, act: relu, dropout: 0.0}\n")
+    space = load_space(path, (1, 28, 28))
+
+    def cost(arch):
+        counted = arch_cost(arch, (1, 28, 28), 10)
+        return counted.macs, counted.params
+
+    names, lists = zip(*space.parameters().items(), strict=True)
+    every = [space.arch_from_params(dict(zip(names, values, strict=True))) for values in itertools.product(*lists)]
+    low, high = space.extremes((1, 28, 28), 10)
+    assert cost(low) == min(map(cost, every)) and cost(high) == max(map(cost, every))
+    assert low.stages[0].stride == 2

@@ -110,3 +110,12 @@ def test_evaluate_cli_json(eas_cli):
                 "inference_energy_j_per_1k", "energy_source"):
         assert key in data
     assert data["energy_source"] == "estimated" and data["accuracy"] > 0.5
+
+
+def test_a_hardware_counter_shared_with_other_workers_is_flagged_and_an_estimate_is_not():
+    from eas.measure.energy import shared_counter_note
+
+    assert "2 other worker(s)" in shared_counter_note("rapl", 2)
+    assert "nvml" in shared_counter_note("nvml", 1)
+    assert shared_counter_note("rapl", 0) is None
+    assert shared_counter_note("estimated", 3) is None  # this process's own CPU time: not shared

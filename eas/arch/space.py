@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch, GenomeError, Head, Stage, Stem
 from eas.errors import UserError
 
@@ -175,15 +176,38 @@ class Space:
             yield f"stage{index}", spec
         yield "head", self.definition["head"]
 
-    def extremes(self) -> tuple[Arch, Arch]:
-        """The smallest and the largest arch of the space.
+    def extremes(self, input_shape: tuple[int, int, int], num_classes: int) -> tuple[Arch, Arch]:
+        """The smallest and the largest arch of the space by counted cost (MACs, then params).
 
-        Cost grows with every choice (depth, width, kernel, expansion, SE, heads, FFN), so
-        the arch of all minimal choices bounds MACs, params and memory from below.
-        """
-        low = {n: min(c, key=_order) for n, c in self.parameters().items()}
-        high = {n: max(c, key=_order) for n, c in self.parameters().items()}
+        No assumption that cost grows with each choice: a stride of 2 makes everything after it
+        cheaper, so "all smallest values" can be the costliest arch. Each is found by coordinate
+        search on exact counts (one choice at a time, every value of it, until no choice
+        improves), started from the smallest and from the largest values of every list."""
+        def cost(params: dict) -> tuple[int, int]:
+            counted = arch_cost(self.arch_from_params(params), input_shape, num_classes)
+            return counted.macs, counted.params
+
+        starts = [{n: pick(c, key=_order) for n, c in self.parameters().items()} for pick in (min, max)]
+        low = min((_coordinate_search(self.parameters(), start, cost) for start in starts), key=cost)
+        high = max((_coordinate_search(self.parameters(), start, lambda p: tuple(-v for v in cost(p)))
+                    for start in starts), key=cost)
         return self.arch_from_params(low), self.arch_from_params(high)
+
+
+def _coordinate_search(choices: dict[str, list], start: dict, cost, sweeps: int = 8) -> dict:
+    """Lower `cost(params)` one choice at a time until no single change lowers it."""
+    best, best_cost = dict(start), cost(start)
+    for _ in range(sweeps):
+        improved = False
+        for name, values in choices.items():
+            for value in values:
+                trial = {**best, name: value}
+                trial_cost = cost(trial)
+                if trial_cost < best_cost:
+                    best, best_cost, improved = trial, trial_cost, True
+        if not improved:
+            break
+    return best
 
 
 def _order(value: Any):

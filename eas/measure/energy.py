@@ -179,6 +179,15 @@ def _synchronize(cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
+def shared_counter_note(source: str, neighbours: int) -> str | None:
+    """RAPL counts a whole CPU package and NVML a whole GPU: with other workers on the same host,
+    a reading holds their work too. Such a reading is flagged, never split by guesswork."""
+    if source in ("rapl", "nvml") and neighbours > 0:
+        return (f"shared: {neighbours} other worker(s) on this host ran during it, and the {source} "
+                "counter measured their work too")
+    return None
+
+
 METERS: dict[str, Callable[[bool], Meter]] = {
     "nvml": lambda cuda: NvmlMeter(),
     "rapl": lambda cuda: RaplMeter(),

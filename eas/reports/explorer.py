@@ -50,11 +50,12 @@ def _reached(record: TrialRecord) -> float:
 def rung_rows(record: TrialRecord) -> list[dict]:
     """A trial's results rung by rung, with the decision taken after each."""
     rows = []
-    for rung in record.attrs.get(schema.RUNGS) or []:
+    rungs = record.attrs.get(schema.RUNGS) or []
+    for index, rung in enumerate(rungs):
         low, high = accuracy_interval(rung)
-        go_on = rung.get("go_on")
-        decision = ("top rung" if go_on is None or (go_on is False and rung.get("keep") is None) else
-                    "trained on" if go_on else "stopped")
+        # Only a stopped trial's last rung stopped it; a complete trial's last rung is its top rung.
+        stopped_here = record.state == "stopped" and index == len(rungs) - 1
+        decision = "trained on" if rung.get("go_on") else "stopped" if stopped_here else "top rung"
         if rung.get("position") is not None and rung.get("results") is not None:
             decision += f" (rank {rung['position'] + 1} of {rung['results']})"
         rows.append({"rung": rung["rung"], "steps": rung.get("steps"),

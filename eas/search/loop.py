@@ -25,7 +25,7 @@ from eas import interrupt
 from eas.arch.builder import build
 from eas.arch.reference import REFERENCES, reference
 from eas.errors import UserError
-from eas.measure.energy import make_meter
+from eas.measure.energy import make_meter, shared_counter_note
 from eas.measure.inference import inference_energy, latency
 from eas.objectives import OBJECTIVES, Constraints
 from eas.provenance import versions
@@ -34,6 +34,7 @@ from eas.search.candidate import Candidate, counted_metrics
 from eas.search.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
 from eas.search.rungs import RANKING_WINDOW, Ladder, decide, rung_points
 from eas.study import schema
+from eas.study.reader import queue_entries
 from eas.study.schema import SearchSettings
 from eas.study.setup import create_or_resume
 from eas.study.snapshots import Snapshots
@@ -53,7 +54,7 @@ def check_feasible_at_all(space, task, constraints: Constraints, device) -> None
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
     is touched (cost grows with every choice, so the smallest arch is a lower bound). Latency
     is measured on the device the trials will use."""
-    smallest, _ = space.extremes()
+    smallest, _ = space.extremes(task.input_shape, task.num_classes)
     metrics = counted_metrics(smallest, task)
     if constraints.max_latency_ms is not None:
         metrics["latency_ms"] = latency(_timed_model(smallest, task, device), task.input_shape, device).median_ms
@@ -70,7 +71,7 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     trials' device, x 1.1; a constraint's limit replaces a reference where it is smaller.
     The training-energy reference is a few measured training steps of the largest arch,
     scaled to the fidelity's step count, x 1.5 (noisier than a count)."""
-    _, largest = space.extremes()
+    _, largest = space.extremes(task.input_shape, task.num_classes)
     model = _timed_model(largest, task, device)
     meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
     costs = counted_metrics(largest, task)
@@ -186,9 +187,9 @@ class TrialRunner:
             if known.attrs.get(schema.RUNGS):
                 trial.set_user_attr(schema.RUNGS, known.attrs[schema.RUNGS])
         else:
-            metrics = self._evaluate(trial, arch, training)
-        refused = self.sampler.refused if self.sampler is not None else {}
-        metrics = {**metrics, "proposals_refused": dict(refused)}
+            metrics = self._with_shared_counter_flag(self._evaluate(trial, arch, training))
+        refused = self.sampler.refusals_for(trial.number) if self.sampler is not None else {}
+        metrics = {**metrics, "proposals_refused": refused}
         for reason, count in refused.items():
             self.summary.refused[reason] = self.summary.refused.get(reason, 0) + count
         # Few writes per trial: each is a transaction (35-250 ms on SQLite).
@@ -205,6 +206,19 @@ class TrialRunner:
             trial.set_constraint(name, float(value) if isinstance(value, (int, float)) and math.isfinite(value)
                                  else 0.0)
         return objective_values(metrics, self.settings.objectives)
+
+    def _with_shared_counter_flag(self, metrics: dict) -> dict:
+        """Flag a hardware counter's reading taken while other workers ran on this host."""
+        if metrics.get("energy_source") not in ("rapl", "nvml"):
+            return metrics
+        host = self.worker.rsplit(":", 1)[0]
+        neighbours = {w for entry in queue_entries(self.live.reader.url) for w in entry.workers
+                      if w.rsplit(":", 1)[0] == host and w != self.worker}
+        note = shared_counter_note(metrics["energy_source"], len(neighbours))
+        if note is None:
+            return metrics
+        return {**metrics, "energy_shared": True,
+                "energy_note": "; ".join(filter(None, (metrics.get("energy_note"), note)))}
 
     def _evaluate(self, trial, arch, training: dict) -> dict:
         limit = time.monotonic() + self.trial_timeout
@@ -251,8 +265,7 @@ class TrialRunner:
         first, rungs = self._resume_point(trial, candidate)
         ladder = self.ladder
         for rung in range(first, ladder.top + 1):
-            done = round((ladder.steps[rung - 1] if rung else 0) * scale)
-            trained = candidate.train_segment(round(ladder.steps[rung] * scale) - done, segment=rung, deadline=deadline,
+            trained = candidate.train_segment(ladder.segment(rung, scale), segment=rung, deadline=deadline,
                                               recalibration_images=ladder.recalibration_images(rung))
             if trained.diverged:
                 return candidate.result("diverged", trained.diverged)

@@ -67,7 +67,8 @@ class ConstraintAwareSampler(BaseSampler):
         self.base, self.distributions, self.refuse = base, distributions, refuse
         self.tries, self.seconds = tries, seconds
         self.rng = np.random.default_rng(seed)
-        self.refused: dict[str, int] = {}  # reason -> proposals refused before the current trial
+        self.refused: dict[str, int] = {}  # reason -> proposals refused before the trial proposed last
+        self.proposed_for: int | None = None  # that trial's number
 
     def infer_relative_search_space(self, study, trial) -> dict:
         return dict(self.distributions)
@@ -80,8 +81,13 @@ class ConstraintAwareSampler(BaseSampler):
                 params[name] = self.base.sample_independent(study, trial, name, distribution)
         return params
 
+    def refusals_for(self, number: int) -> dict[str, int]:
+        """What was refused on the way to trial `number`'s proposal. An enqueued or retried trial
+        has fixed parameters: Optuna asks no proposal for it, so nothing was refused for it."""
+        return dict(self.refused) if self.proposed_for == number else {}
+
     def sample_relative(self, study, trial, search_space) -> dict:
-        self.refused = {}
+        self.refused, self.proposed_for = {}, trial.number
         give_up = time.monotonic() + self.seconds  # a model-based sampler takes ms per proposal
         known, neighbours = None, 0  # the sampler's proposal that was evaluated before, if any
         for _ in range(self.tries):

@@ -53,6 +53,13 @@ class Ladder:
     def top(self) -> int:
         return len(self.steps) - 1
 
+    def segment(self, rung: int, scale: float = 1.0) -> int:
+        """Optimiser steps a candidate trains at `rung`, its batch being 1/scale of the study's
+        (rungs count steps at the study's batch size, so every candidate sees as many images).
+        At least one: a rung that rounds to nothing still trains, and never means "everything"."""
+        done = round(self.steps[rung - 1] * scale) if rung else 0
+        return max(1, round(self.steps[rung] * scale) - done)
+
     def val_images(self, rung: int) -> int | None:
         return None if rung == self.top else LOW_RUNG_VAL_IMAGES
 

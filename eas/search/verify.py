@@ -32,24 +32,20 @@ def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str 
     front = sorted(pareto_front(loaded.records, loaded.objectives), key=lambda r: -r.value("accuracy"))[:top]
     if len(front) < 1:
         raise UserError(f"study {loaded.name!r} has no complete, feasible trial to verify yet")
+    study_fidelity = Fidelity(**settings.fidelity)
     steps = max(1, round(ladder_of(settings, task).steps[-1] * factor))
     started = time.time()
     rows = []
     for record in front:
-        fidelity = replace(Fidelity(**settings.fidelity), **_training(record))
+        fidelity = replace(study_fidelity, **_training(record))
         runs = []
         for offset in range(1, seeds + 1):
             candidate = Candidate(Arch.decode(record.genome), task, fidelity, device, settings.seed + offset,
                                   settings.meter)
-            candidate.train_segment(steps, recalibration_images=1024)
+            candidate.train_segment(steps_at_batch(steps, study_fidelity.batch_size, fidelity.batch_size),
+                                    recalibration_images=1024)
             runs.append(candidate.validate())
-        accuracies = [run["accuracy"] for run in runs]
-        row = {"trial": record.number, "genome": record.genome, "search_accuracy": record.value("accuracy"),
-               "search_interval": [record.metrics.get("accuracy_low"), record.metrics.get("accuracy_high")],
-               "verified_accuracy": statistics.fmean(accuracies),
-               "verified_interval": [runs[0]["accuracy_low"], runs[0]["accuracy_high"]],
-               "seed_spread": (max(accuracies) - min(accuracies)) if len(runs) > 1 else None,
-               "seeds": len(runs), "costs": {k: record.metrics.get(k) for k in ("macs", "params")}}
+        row = verified_row(record, runs)
         rows.append(row)
         if on_result:
             on_result(row)
@@ -64,6 +60,26 @@ def verify_front(loaded, task, top: int, factor: float, seeds: int, device: str 
             "seconds": time.time() - started}
 
 
+def steps_at_batch(steps: int, study_batch: int, batch: int) -> int:
+    """The search counts steps at the study's batch size (every candidate sees as many images);
+    a candidate that trains with another batch size takes proportionally more or fewer."""
+    return max(1, round(steps * study_batch / batch))
+
+
+def verified_row(record: TrialRecord, runs: list[dict]) -> dict:
+    """One member's verification: the mean accuracy over its seeds with the 95% interval of all
+    their validation images pooled (not the first seed's), and the spread between seeds."""
+    accuracies = [run["accuracy"] for run in runs]
+    images = sum(run["val_images"] for run in runs)
+    correct = sum(round(run["accuracy"] * run["val_images"]) for run in runs)
+    return {"trial": record.number, "genome": record.genome, "search_accuracy": record.value("accuracy"),
+            "search_interval": [record.metrics.get("accuracy_low"), record.metrics.get("accuracy_high")],
+            "verified_accuracy": statistics.fmean(accuracies),
+            "verified_interval": list(wilson_interval(correct, images)),
+            "seed_spread": (max(accuracies) - min(accuracies)) if len(runs) > 1 else None,
+            "seeds": len(runs), "costs": {k: record.metrics.get(k) for k in ("macs", "params")}}
+
+
 def _training(record: TrialRecord) -> dict:
     fidelity = record.metrics.get("fidelity") or {}
     return {k: fidelity[k] for k in ("lr", "weight_decay", "batch_size") if k in fidelity}
@@ -73,11 +89,8 @@ def _held(front: list[TrialRecord], rows: list[dict], objectives) -> set[int]:
     """Members still on the (tied) Pareto set of the verified members, with verified accuracies."""
     verified = []
     for record, row in zip(front, rows, strict=True):
-        n = record.metrics.get("val_images") or 0
         low, high = row["verified_interval"]
         metrics = {**record.metrics, "accuracy": row["verified_accuracy"], "accuracy_low": low,
                    "accuracy_high": high}
-        if n and low is None:
-            metrics["accuracy_low"], metrics["accuracy_high"] = wilson_interval(round(row["verified_accuracy"] * n), n)
         verified.append(replace(record, metrics=metrics))
     return {r.number for r in pareto_front(verified, objectives)}

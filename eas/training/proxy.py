@@ -106,6 +106,8 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
     training an earlier rung's weights as a new `segment` (a warm restart); its data order and
     randomness follow (seed, segment) only, so a segment resumed on another worker trains the
     same way. `deadline` is a time.monotonic() value."""
+    if steps is not None and steps < 1:
+        raise ValueError(f"train() needs at least one step (got {steps}); None means the fidelity's")
     torch.manual_seed(seed * 1009 + segment)
     generator = torch.Generator().manual_seed(seed)
     if fidelity.subset and fidelity.subset < len(train_y):
@@ -113,7 +115,7 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
         train_x, train_y = train_x[chosen], train_y[chosen]
     generator.manual_seed(seed * 1009 + segment)
     n = len(train_y)
-    total_steps = steps or fidelity.total_steps(n)
+    total_steps = fidelity.total_steps(n) if steps is None else steps
     precision = resolve_precision(fidelity.precision, device)
     # channels_last gave about 2x on these CPUs and helps CUDA convs too; "off" opts out.
     channels_last = fidelity.channels_last != "off"
