@@ -12,8 +12,10 @@ not interrupted again by the next training it starts.
 from __future__ import annotations
 
 import signal
+import sys
 
 _requested = False
+_default_unraisable_hook = sys.unraisablehook
 
 
 def _handler(signum, frame) -> None:
@@ -22,11 +24,19 @@ def _handler(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_unraisable(unraisable) -> None:
+    """A Ctrl-C that landed in a garbage-collector callback is remembered and raised again at the
+    next check(): Python's "Exception ignored ... Traceback ... KeyboardInterrupt" is noise."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _default_unraisable_hook(unraisable)
+
+
 def install(sigterm: bool = False) -> None:
     """Use the remembering handler, unless Ctrl-C is ignored or handled by someone else. With
     `sigterm`, a SIGTERM (a service manager, `kill`) stops as cleanly as Ctrl-C."""
     global _requested
     _requested = False
+    sys.unraisablehook = _quiet_unraisable
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)
     if sigterm and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

@@ -60,6 +60,7 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
 
     shown = run_eas("show", "demo", env=env, cwd=tmp_path)
     assert shown.returncode == 0 and "Pareto set" in shown.stdout and "*" in shown.stdout
+    assert "latency and inference energy measured in onnxruntime" in shown.stdout  # where they came from
     one = json.loads(run_eas("show", "demo", "--trial", str(complete[0].number), env=env, cwd=tmp_path).stdout)
     assert one["genome"] == complete[0].user_attrs["genome"]
 

@@ -59,12 +59,14 @@ from eas.units import parse_seconds
 
 if TYPE_CHECKING:
     from eas.arch.space import Space
+    from eas.measure.runtime import Runtime
     from eas.study.schema import SearchSettings
     from eas.training.proxy import Fidelity
 
 torch = lazy_import("torch")
 devices = lazy_import("eas.measure.device")
 energy = lazy_import("eas.measure.energy")
+runtimes = lazy_import("eas.measure.runtime")
 ladders = lazy_import("eas.search.rungs")
 worker_pool = lazy_import("eas.search.pool")
 space_files = lazy_import("eas.arch.space")
@@ -216,6 +218,12 @@ def search_command(
                                              "reference architectures first.")] = True,
     heartbeat: HeartbeatOption = 10,
     threads: ThreadsOption = None,
+    runtime: Annotated[str, typer.Option("--runtime", help="Where latency and inference energy are measured: "
+                                         "onnxruntime (the exported graph, as it ships) or torch (eager).")
+                       ] = "onnxruntime",
+    runtime_threads: Annotated[int, typer.Option("--runtime-threads", help="Threads of the runtime that times "
+                                                 "each candidate (the deployment's, not the training's).")] = 1,
+    runtime_batch: Annotated[int, typer.Option("--runtime-batch", help="The batch timed besides batch 1.")] = 32,
     queue: Annotated[bool, typer.Option("--queue", help="Create the study with its budget and leave it to "
                                         "`eas worker --storage URL` processes; run nothing here.")] = False,
     priority: Annotated[int, PriorityOption] = 0,
@@ -228,7 +236,8 @@ def search_command(
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
-        precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue)
+        precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
+        runtime_threads=runtime_threads, runtime_batch=runtime_batch)
     torch.set_num_threads(threads or _threads_for(workers))
     opened = _open_study(request, heartbeat, priority)
     if queue:
@@ -265,6 +274,7 @@ class SearchRequest:
     space: Space
     name: str
     url: str
+    runtime: Runtime
     options: dict  # the options stored as typed (data, sampler, rungs, eta, seed, device, ...)
 
     @classmethod
@@ -283,9 +293,10 @@ class SearchRequest:
         timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
         space = space_files.load_space(o["space"])
         datasets.parse_spec(o["data"])
+        runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"])
         name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{o['data'].split(':')[0]}")
         return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
-                   options)
+                   runtime, options)
 
 
 @dataclass(frozen=True)
@@ -306,17 +317,18 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     stored settings differ) and save this run's budget into it."""
     o = request.options
     torch_device = devices.resolve_device(o["device"])
-    energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")  # an unusable meter: refused before any storage
     task = datasets.load_dataset(o["data"], seed=o["seed"])
     ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
     space = request.space.for_task(task.input_shape)
-    loop.check_feasible_at_all(space, task, request.constraints, torch_device)
+    meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
+    loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
     settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
                               objectives=request.objectives, constraints=request.constraints.to_dict(),
                               fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
                               device=o["device"], meter=o["meter"], warm_start=o["warm_start"],
                               population=o["population"], input_shape=task.input_shape,
-                              num_classes=task.num_classes, multi_fidelity=ladder.to_dict() if o["rungs"] > 1 else {})
+                              num_classes=task.num_classes, multi_fidelity=ladder.to_dict() if o["rungs"] > 1 else {},
+                              runtime=request.runtime.to_dict())
     check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
     storage = open_storage(request.url, heartbeat=heartbeat)
     found, created = loop.prepare_study(settings, request.name, storage, space, task, torch_device)

@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +32,7 @@ from eas.arch.profile import profile
 from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
 from eas.errors import UserError
 from eas.lazy import available, lazy_import
+from eas.measure.runtime import to_onnx
 
 onnxruntime = lazy_import("onnxruntime")
 
@@ -208,14 +208,12 @@ def _export_pt2(model, example, path: Path) -> tuple[int, float]:
 
 
 def export_onnx(model, example, path: Path) -> dict:
-    if not (available("onnxruntime") and available("onnxscript")):  # torch's ONNX exporter needs onnxscript
-        return {"onnx": "skipped: install the export extra (pip install 'eas[export]')"}
+    """model.onnx, written by the exporter the search timed its latency with, and checked against
+    the PyTorch model in ONNX Runtime."""
+    if not available("onnxruntime"):
+        return {"onnx": "skipped: install onnxruntime (pip install onnxruntime)"}
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["logits"],
-                          dynamic_shapes=({0: torch.export.Dim("batch")},), verbose=False,
-                          external_data=False)  # one self-contained file (bounds keep it far below 2 GB)
+    to_onnx(model, example, str(path))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     probe = torch.randn(3, *example.shape[1:])
     with torch.no_grad():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,14 +34,24 @@ def latency(model: nn.Module, input_shape: tuple[int, int, int], device: torch.d
     """Time `repeats` forward passes (fewer if they exceed `max_seconds`, at least 3)."""
     model.eval()
     x = torch.randn(batch, *input_shape, device=device).contiguous(memory_format=torch.channels_last)
-    for _ in range(warmup):
+
+    def run() -> None:
         model(x)
-    _sync(device)
+        _sync(device)
+
+    return time_repeated(run, batch, warmup, repeats, max_seconds)
+
+
+def time_repeated(run: Callable[[], object], batch: int, warmup: int = 3, repeats: int = 30,
+                  max_seconds: float = 0.5) -> Latency:
+    """Time `repeats` calls of `run` after `warmup` (fewer if they exceed `max_seconds`, at least 3),
+    whatever runs them: PyTorch here, ONNX Runtime in eas.measure.runtime."""
+    for _ in range(warmup):
+        run()
     times, began = [], time.perf_counter()
     while len(times) < repeats and (len(times) < 3 or time.perf_counter() - began < max_seconds):
         start = time.perf_counter()
-        model(x)
-        _sync(device)
+        run()
         times.append((time.perf_counter() - start) * 1e3)
     deciles = statistics.quantiles(times, n=10) if len(times) >= 2 else times * 9
     return Latency(batch, statistics.median(times), deciles[0], deciles[-1], len(times))

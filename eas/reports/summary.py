@@ -54,6 +54,8 @@ def metrics_lines(m) -> list[str]:
         f"MACs        {m.macs:,} ({human(m.macs)})",
         f"latency     {m.latency_ms:.2f} ms at batch 1 (p10 {m.latency_ms_p10:.2f}, p90 {m.latency_ms_p90:.2f}); "
         f"{m.latency_batch_ms:.2f} ms at batch {m.latency_batch}",
+        f"            in {runtime_text(m.latency_runtime)}" if not m.runtime_error else
+        printable(f"            not measured: the runtime could not take the model ({m.runtime_error})"),
         f"training    {m.train_seconds:.1f} s, {m.train_steps} steps, {m.train_images:,} images, "
         f"{m.precision or '-'} on {m.device}",
         f"energy      training {energy_text(m.train_energy_j, m.energy_source)}; inference "
@@ -154,7 +156,24 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
     sources = {r.metrics.get("energy_source") for r in front}
     if "estimated" in sources:
         lines.append("energy: estimated from CPU time x watts per core (no energy counter was readable)")
+    lines.extend(runtime_lines(front))
     return lines
+
+
+def runtime_text(provenance: dict) -> str:
+    """Where one latency and inference energy came from, in words (CLI and explorer alike)."""
+    if not isinstance(provenance, dict) or not provenance:
+        return "eager PyTorch (measured before runtimes were recorded)"
+    threads = provenance.get("threads")
+    batches = " and ".join(map(str, provenance.get("batch") or []))
+    return printable(f"{provenance.get('runtime')} ({provenance.get('provider')}), {threads} thread"
+                     f"{'s' if threads != 1 else ''}, batch {batches}, on {provenance.get('device')}")
+
+
+def runtime_lines(records) -> list[str]:
+    """One line per distinct runtime that measured these records' latencies and energies."""
+    texts = sorted({runtime_text(r.metrics.get("latency_runtime")) for r in records})
+    return [f"latency and inference energy measured in {text}" for text in texts]
 
 
 def run_lines(summary, budget, records, objectives, reference) -> list[str]:

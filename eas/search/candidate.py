@@ -4,7 +4,8 @@ tests all measure a candidate the same way.
 Cheap things first: the counted costs come before anything runs, and a candidate that breaks
 a constraint is returned as infeasible without being trained. A `Candidate` is trained in
 segments (the rungs of a multi-fidelity search continue each other's weights) and validated
-after each; inference energy is measured on the validation pass itself, and latency once per
+after each; latency and inference energy are measured once per candidate, in the runtime it
+ships with (eas.measure.runtime: ONNX Runtime by default), and accuracy on each validation, once per
 candidate, so that training is most of what a candidate costs. Each phase's time is kept.
 """
 
@@ -22,7 +23,7 @@ from eas.arch.genome import Arch
 from eas.data.datasets import Dataset
 from eas.measure.device import device_label, resolve_device
 from eas.measure.energy import make_meter
-from eas.measure.inference import latency
+from eas.measure.runtime import Runtime, measure
 from eas.objectives import Constraints
 from eas.training.proxy import Fidelity, train
 from eas.training.step import evaluate_accuracy
@@ -54,6 +55,8 @@ class Metrics:
     train_images: int = 0
     train_energy_j: float = 0.0
     inference_energy_j_per_1k: float = float("nan")
+    latency_runtime: dict = field(default_factory=dict)  # runtime, version, provider, threads, batch, device
+    runtime_error: str | None = None  # why the runtime could not take the model (the search goes on)
     evaluate_energy_j: float = 0.0  # everything this evaluation cost: training, validation, timing
     energy_source: str = ""
     energy_note: str | None = None  # why an estimate was used, or that the machine was busy
@@ -111,9 +114,9 @@ class Candidate:
     """One candidate under evaluation: built once, timed once, trained and validated in segments."""
 
     def __init__(self, arch: Arch, task: Dataset, fidelity: Fidelity, device: str = "auto", seed: int = 0,
-                 meter: str = "auto"):
+                 meter: str = "auto", runtime: Runtime = Runtime()):
         self.began = time.perf_counter()
-        self.arch, self.task, self.fidelity, self.seed = arch, task, fidelity, seed
+        self.arch, self.task, self.fidelity, self.seed, self.runtime = arch, task, fidelity, seed, runtime
         self.device = resolve_device(device)
         self.meter, self.energy_note = make_meter(meter, cuda=self.device.type == "cuda")
         self.split = dict.fromkeys(("build", "latency", "training", "recalibration", "validation"), 0.0)
@@ -127,8 +130,9 @@ class Candidate:
         self.split["build"] = time.perf_counter() - started
         self.metrics = dict(
             genome=arch.encode(), **counted_metrics(arch, task, fidelity.batch_size),
-            latency_ms=math.nan, latency_ms_p10=math.nan, latency_ms_p90=math.nan, latency_batch=32,
-            latency_batch_ms=math.nan, device=device_label(self.device), fidelity=fidelity.to_dict(),
+            latency_ms=math.nan, latency_ms_p10=math.nan, latency_ms_p90=math.nan, latency_batch=self.runtime.batch,
+            latency_batch_ms=math.nan, inference_energy_j_per_1k=math.nan, device=device_label(self.device),
+            fidelity=fidelity.to_dict(),
             energy_source=self.meter.source, energy_note=self.energy_note,
         )
 
@@ -143,15 +147,19 @@ class Candidate:
         return result, reading
 
     def measure_latency(self) -> None:
-        """Median latency at batch 1 (and at batch 32), once per candidate."""
-        def work():
-            single = latency(self.model, self.task.input_shape, self.device, batch=1, repeats=20, max_seconds=0.15)
-            batched = latency(self.model, self.task.input_shape, self.device, batch=32, warmup=1, repeats=3)
-            return single, batched
-
-        (single, batched), _ = self._metered("latency", work)
+        """Latency at batch 1 and at the runtime's batch, and inference energy per 1000 samples,
+        in the runtime the model ships with, once per candidate. A model the runtime cannot take
+        keeps NaN and the reason; the search goes on."""
+        try:
+            measured, _ = self._metered("latency", lambda: measure(self.model, self.task.input_shape, self.runtime,
+                                                                   self.device, self.meter))
+        except Exception as error:  # an operator the exporter or the runtime lacks, say
+            self.metrics["runtime_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+            return
+        single, batched = measured.single, measured.batched
         self.metrics.update(latency_ms=single.median_ms, latency_ms_p10=single.p10_ms, latency_ms_p90=single.p90_ms,
-                            latency_batch_ms=batched.median_ms)
+                            latency_batch_ms=batched.median_ms, inference_energy_j_per_1k=measured.energy.joules,
+                            latency_runtime=measured.provenance)
 
     def train_segment(self, steps: int, segment: int = 0, deadline: float | None = None,
                       recalibration_images: int = 1024):
@@ -165,25 +173,14 @@ class Candidate:
         return result
 
     def validate(self, images: int | None = None) -> dict:
-        """Accuracy with its 95% interval on the first `images` validation images (all when None),
-        and inference energy per 1000 samples measured on that same pass."""
+        """Accuracy with its 95% interval on the first `images` validation images (all when None)."""
         x, y = self.task.val_x, self.task.val_y
         if images is not None:
             x, y = x[:images], y[:images]
-        min_window = self.meter.min_window_s
-
-        def work():
-            accuracy, loss = evaluate_accuracy(self.model, x, y, self.device)
-            samples, started = len(y), time.perf_counter()
-            while time.perf_counter() - started < min_window:  # a counter needs a long enough window
-                evaluate_accuracy(self.model, x[:256], y[:256], self.device)
-                samples += min(256, len(y))
-            return accuracy, loss, samples
-
-        (accuracy, loss, samples), reading = self._metered("validation", work)
+        (accuracy, loss), _ = self._metered("validation", lambda: evaluate_accuracy(self.model, x, y, self.device))
         low, high = wilson_interval(round(accuracy * len(y)), len(y))
         return {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high, "val_images": len(y),
-                "val_loss": loss, "inference_energy_j_per_1k": reading.joules * 1000 / samples}
+                "val_loss": loss}
 
     def result(self, status: str, reason: str | None = None, violations: dict | None = None,
                validation: dict | None = None) -> Metrics:
@@ -199,9 +196,9 @@ class Candidate:
     def screen(self, constraints: Constraints | None) -> Metrics | None:
         """The infeasible result when the candidate breaks a limit, else None. Counted costs are
         checked first (milliseconds); latency is measured only for a candidate within them."""
-        for measure in (None, self.measure_latency):
-            if measure is not None:
-                measure()
+        for step in (None, self.measure_latency):
+            if step is not None:
+                step()
             self.violations = constraints.violations(self.metrics) if constraints else {}
             broken = [name for name, excess in self.violations.items() if excess > 0]
             if broken:
@@ -211,10 +208,10 @@ class Candidate:
 
 def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), device: str = "auto",
              seed: int = 0, meter: str = "auto", constraints: Constraints | None = None,
-             deadline: float | None = None) -> Metrics:
+             deadline: float | None = None, runtime: Runtime = Runtime()) -> Metrics:
     """Count, time and (if feasible) train `arch` on `task` at one fidelity; energy throughout."""
     arch = Arch.decode(arch) if isinstance(arch, str) else arch
-    candidate = Candidate(arch, task, fidelity, device, seed, meter)
+    candidate = Candidate(arch, task, fidelity, device, seed, meter, runtime)
     infeasible = candidate.screen(constraints)
     if infeasible is not None:
         return infeasible

@@ -26,7 +26,7 @@ from eas.arch.builder import build
 from eas.arch.reference import REFERENCES, reference
 from eas.errors import UserError
 from eas.measure.energy import make_meter, shared_counter_note
-from eas.measure.inference import inference_energy, latency
+from eas.measure.runtime import Runtime, measure
 from eas.objectives import OBJECTIVES, Constraints
 from eas.provenance import versions
 from eas.search.budget import Budget
@@ -50,14 +50,14 @@ def _timed_model(arch, task, device):
     return build(arch, task.input_shape, task.num_classes).to(device).to(memory_format=torch.channels_last)
 
 
-def check_feasible_at_all(space, task, constraints: Constraints, device) -> None:
+def check_feasible_at_all(space, task, constraints: Constraints, device, runtime: Runtime, meter) -> None:
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
-    is touched (cost grows with every choice, so the smallest arch is a lower bound). Latency
-    is measured on the device the trials will use."""
+    is touched. Latency is measured in the study's runtime on the device the trials will use."""
     smallest, _ = space.extremes(task.input_shape, task.num_classes)
     metrics = counted_metrics(smallest, task)
     if constraints.max_latency_ms is not None:
-        metrics["latency_ms"] = latency(_timed_model(smallest, task, device), task.input_shape, device).median_ms
+        timed = measure(_timed_model(smallest, task, device), task.input_shape, runtime, device, meter)
+        metrics["latency_ms"] = timed.single.median_ms
     broken = {k: v for k, v in constraints.violations(metrics).items() if v > 0}
     if broken:
         details = ", ".join(f"{k.removeprefix('max_')} {metrics[Constraints.METRICS[k]]:,.4g} > limit "
@@ -75,11 +75,9 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     model = _timed_model(largest, task, device)
     meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
     costs = counted_metrics(largest, task)
-    measured = {
-        "macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
-        "latency": latency(model, task.input_shape, device, repeats=5).median_ms,
-        "energy": inference_energy(model, task.input_shape, device, meter, batch=64, min_seconds=0.1).joules,
-    }
+    timed = measure(model, task.input_shape, Runtime.from_dict(settings.runtime), device, meter, energy_seconds=0.1)
+    measured = {"macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
+                "latency": timed.single.median_ms, "energy": timed.energy.joules}
     reference = {k: 1.1 * v for k, v in measured.items() if v}
     if "train_energy" in settings.objectives:
         fidelity = Fidelity(**settings.fidelity)
@@ -256,7 +254,7 @@ class TrialRunner:
     def _train_rungs(self, trial, arch, training: dict, deadline):
         fidelity = replace(self.fidelity, **training)
         candidate = Candidate(arch, self.task, fidelity, self.settings.device, self.settings.seed,
-                              self.settings.meter)
+                              self.settings.meter, Runtime.from_dict(self.settings.runtime))
         # Rungs count optimiser steps at the study's batch size: another batch size sees as many images.
         scale = self.fidelity.batch_size / fidelity.batch_size
         infeasible = candidate.screen(self.constraints)
@@ -272,7 +270,8 @@ class TrialRunner:
             validation = candidate.validate(ladder.val_images(rung))
             record = {"rung": rung, "steps": ladder.steps[rung], **validation,
                       "train_seconds": candidate.trained.seconds, "train_energy_j": candidate.trained.energy_j,
-                      **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference", "latency_ms")}}
+                      **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference", "latency_ms",
+                                                           "inference_energy_j_per_1k")}}
             if ladder.top > 0:
                 decision = self._decide(trial.number, rung, record)
                 record.update(decision.to_dict(), go_on=decision.go_on and rung < ladder.top)
@@ -409,11 +408,15 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
 
 
 class _NoTracebackForCtrlC(logging.Filter):
-    """Optuna logs "Trial N failed ... Traceback ... KeyboardInterrupt" for a trial that Ctrl-C
-    stopped; a clean stop says so in one line instead (the command's own)."""
+    """Optuna logs "Trial N failed ... Traceback ... KeyboardInterrupt" and then "Trial N failed
+    with value None." for a trial that Ctrl-C stopped; a clean stop says so in one line instead
+    (the command's own). EAS's objective never returns None: that line only ever follows an
+    exception, which the trial's stored reason already names."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+        if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
+            return False
+        return "failed with value None" not in record.getMessage()
 
 
 def _engine_of(study):

@@ -56,7 +56,8 @@ def check_schema(stored: object, name: str) -> int:
 # The type each stored setting must have (anyone with access can write a shared study).
 SETTING_TYPES = {"space_name": str, "space": dict, "data": str, "objectives": list, "constraints": dict,
                  "fidelity": dict, "sampler": str, "seed": int, "device": str, "meter": str, "warm_start": bool,
-                 "population": int, "multi_fidelity": dict}
+                 "population": int, "multi_fidelity": dict, "runtime": dict}
+EAGER_TORCH = {"name": "torch", "threads": None, "batch": 32}
 
 
 def valid_verification(result) -> bool:
@@ -95,10 +96,13 @@ class SearchSettings:
     input_shape: tuple[int, int, int] | None = None  # of the task, for export and the explorer
     num_classes: int | None = None
     multi_fidelity: dict = field(default_factory=dict)  # empty: every candidate at `fidelity`
+    # Where latency and inference energy are measured (eas.measure.runtime.Runtime); a study
+    # stored before runtimes were recorded timed eager torch.
+    runtime: dict = field(default_factory=lambda: dict(EAGER_TORCH))
 
     # What must match when a study is resumed: anything that changes what a result means
     # (the seed fixes the train/validation split and each candidate's initialisation).
-    MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity", "seed", "multi_fidelity")
+    MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity", "seed", "multi_fidelity", "runtime")
 
     def to_dict(self) -> dict:
         shape = list(self.input_shape) if self.input_shape else None
@@ -119,7 +123,8 @@ class SearchSettings:
             known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
             if known.get("sampler") == "eas":  # studies stored before TPE became the default
                 known["sampler"] = "evolution"
-            return cls(**{**known, "objectives": tuple(data["objectives"]), "input_shape": shape})
+            return cls(**{**known, "objectives": tuple(data["objectives"]), "input_shape": shape,
+                          "runtime": data.get("runtime") or dict(EAGER_TORCH)})
         except (KeyError, TypeError, ValueError, UserError) as error:
             raise UserError(f"study {name!r} has malformed EAS settings ({type(error).__name__}: "
                             f"{str(error)[:200]})") from None
