@@ -118,7 +118,9 @@ def measure(model: nn.Module, input_shape: tuple[int, int, int], runtime: Runtim
     ran = session(buffer.getvalue(), runtime.threads, cuda=device.type == "cuda")
     one = np.random.default_rng(0).standard_normal((1, *input_shape), dtype=np.float32)
     many = np.repeat(one, runtime.batch, axis=0)
-    single = time_repeated(lambda: ran.run(None, {"input": one}), 1, warmup=5, repeats=30, max_seconds=0.2)
+    # Enough warm-up and repeats for a median within a few percent of a long timing (measured in
+    # benchmarks/latency_truth.py); still well under a second for mobile-space models.
+    single = time_repeated(lambda: ran.run(None, {"input": one}), 1, warmup=20, repeats=100, max_seconds=0.4)
     batched = time_repeated(lambda: ran.run(None, {"input": many}), runtime.batch, warmup=1, repeats=5,
                             max_seconds=0.2)
 
