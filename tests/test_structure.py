@@ -120,13 +120,18 @@ def test_imports_stand_at_the_top_outside_the_faces():
     assert not inside, inside
 
 
+def heavy_modules_after(code: str) -> str:
+    """Which heavy modules a fresh interpreter holds after running `code` (printed as a list)."""
+    code += "\nimport sys\nprint(sorted(m for m in ('torch', 'optuna', 'sqlalchemy', 'streamlit') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return (out.stdout.strip().splitlines() or [out.stderr])[-1]
+
+
 def test_reading_a_study_loads_no_torch():
     """`eas show`, `eas studies` and the explorer's pages read studies without torch or Optuna."""
-    code = ("import sys\nimport eas.cli, eas.study.reader, eas.reports.front, eas.reports.summary\n"
-            "import eas.reports.explorer, eas.reports.figures, eas.reports.lineage, eas.deploy.arch_files\n"
-            "print(sorted(m for m in ('torch', 'optuna', 'sqlalchemy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    assert heavy_modules_after("import eas.cli, eas.study.reader, eas.reports.front, eas.reports.summary\n"
+                               "import eas.reports.explorer, eas.reports.figures, eas.reports.lineage\n"
+                               "import eas.deploy.arch_files") == "[]"
 
 
 def test_each_room_says_what_lives_there():
@@ -155,11 +160,9 @@ def test_cli_command_modules_import_only_the_shared_options():
 
 
 def test_help_does_not_import_torch_or_optuna():
-    code = ("import sys, runpy; sys.argv = ['eas', '--help']\n"
-            "try:\n    runpy.run_module('eas', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'optuna', 'sqlalchemy', 'streamlit') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    assert heavy_modules_after("import sys, runpy; sys.argv = ['eas', '--help']\n"
+                               "try:\n    runpy.run_module('eas', run_name='__main__')\nexcept SystemExit:\n    pass"
+                               ) == "[]"
 
 
 def test_one_training_step_serves_proxy_and_full_training():
