@@ -43,6 +43,9 @@ GENOME = "stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0"
     ([*SEARCH, "--budget", "1m", "--study", ""], "invalid study name"),
     ([*SEARCH, "--budget", "1m", "--meter", "bogus"], "unknown energy meter"),
     ([*SEARCH, "--budget", "1m", "--meter", "nvml"], "NVML"),
+    ([*SEARCH, "--budget", "1m", "--runtime", "bogus"], "unknown runtime"),
+    ([*SEARCH, "--budget", "1m", "--runtime-threads", "0"], "--runtime-threads"),
+    ([*SEARCH, "--budget", "1m", "--runtime-batch", "1"], "--runtime-batch"),
 ])
 def test_cli_bad_values(tmp_path, args, fragment):
     assert_user_error(run_eas(*args, cwd=tmp_path, env={"EAS_STUDIES_DIR": str(tmp_path / "studies")}), fragment)
