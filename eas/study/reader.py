@@ -126,6 +126,11 @@ def _json(text):
         return {UNREADABLE: str(text)[:80]}
 
 
+def _not_json(text) -> bool:
+    parsed = _json(text)
+    return isinstance(parsed, dict) and UNREADABLE in parsed
+
+
 def _timestamp(value) -> float | None:
     """Optuna stores naive UTC datetimes; SQLite returns them as text. What is not a date (anyone
     can write a shared study) is NaN, which makes its trial broken."""
@@ -352,8 +357,7 @@ class StudyReader:
                 f"SELECT t.number, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id "
                 f"WHERE t.study_id = :s" for table in ("trial_user_attributes", "trial_system_attributes"))),
                 {"s": self.study_id}).all()
-        bad = [f"trial {number}: {key}" for number, key, value in rows
-               if isinstance(_json(value), dict) and UNREADABLE in _json(value)]
+        bad = [f"trial {number}: {key}" for number, key, value in rows if _not_json(value)]
         if bad:
             raise UserError(f"study {self.name!r} holds attributes that are not JSON ({', '.join(bad[:3])}); "
                             "Optuna cannot load such a study: delete those trials' attribute rows first")
