@@ -180,3 +180,17 @@ def test_only_the_study_package_names_stored_attributes():
         source = path.read_text()
         for key in ('"eas.settings"', '"eas.reference_point"', '"eas.schema"', '"cached_from"'):
             assert key not in source, (path, key)
+
+
+def test_the_device_agent_package_stands_alone():
+    """eas_device ships to deployment targets without EAS or torch: it imports neither (nor
+    anything beyond ONNX Runtime, numpy and the standard library)."""
+    allowed = {"onnxruntime", "numpy", "eas_device"} | set(sys.stdlib_module_names)
+    found = set()
+    for path in (ROOT / "eas_device").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add((path.name, node.module.split(".")[0]))
+            elif isinstance(node, ast.Import):
+                found.update((path.name, alias.name.split(".")[0]) for alias in node.names)
+    assert found and not {(name, module) for name, module in found if module not in allowed}

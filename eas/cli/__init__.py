@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from eas.cli import arch, compress, evaluate, export, queue, search, studies, train, ui, verify
+from eas.cli import arch, compress, device, evaluate, export, queue, search, studies, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -18,6 +18,8 @@ app = typer.Typer(help="EAS: search small, accurate, energy-frugal neural networ
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 arch_app = typer.Typer(help="Sample and inspect architecture genomes.", no_args_is_help=True)
 app.add_typer(arch_app, name="arch")
+device_app = typer.Typer(help="The deployment target in the loop: serve, ask, calibrate.", no_args_is_help=True)
+app.add_typer(device_app, name="device")
 
 app.command("spaces")(arch.spaces_command)
 arch_app.command("sample")(arch.sample_command)
@@ -34,6 +36,9 @@ app.command("export")(export.export_command)
 app.command("train")(train.train_command)
 app.command("compress")(compress.compress_command)
 app.command("ui")(ui.ui_command)
+device_app.command("serve")(device.serve_command)
+device_app.command("info")(device.info_command)
+device_app.command("calibrate")(device.calibrate_command)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,7 +17,6 @@ from eas.cli.options import (
     BatchSizeOption,
     BudgetOption,
     DataOption,
-    DeviceOption,
     HeartbeatOption,
     JsonOption,
     LrOption,
@@ -205,7 +205,10 @@ def search_command(
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: <space>-<data>).")] = None,
     storage: StorageOption = None,
     workers: Annotated[int, typer.Option("--workers", help="Local worker processes.", min=1, max=256)] = 1,
-    device: DeviceOption = "auto",
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda: where candidates train. Or an "
+                                        "eas-device agent's URL (http://pi.local:8765, token from "
+                                        "$EAS_DEVICE_TOKEN): latency and inference energy are measured on that "
+                                        "target, training runs here.")] = "auto",
     meter: MeterOption = "auto",
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs of the full fidelity (the top rung).")] = 2.0,
     subset: Annotated[int | None, typer.Option("--subset", help="Training images of the full fidelity.")] = 9000,
@@ -224,6 +227,10 @@ def search_command(
     runtime_threads: Annotated[int, typer.Option("--runtime-threads", help="Threads of the runtime that times "
                                                  "each candidate (the deployment's, not the training's).")] = 1,
     runtime_batch: Annotated[int, typer.Option("--runtime-batch", help="The batch timed besides batch 1.")] = 32,
+    predictor: Annotated[Path | None, typer.Option("--predictor", help="A latency predictor from `eas device "
+                                                   "calibrate` for this runtime and device: proposals over "
+                                                   "--max-latency are refused by prediction before training, "
+                                                   "candidates that reach the top rung are measured.")] = None,
     queue: Annotated[bool, typer.Option("--queue", help="Create the study with its budget and leave it to "
                                         "`eas worker --storage URL` processes; run nothing here.")] = False,
     priority: Annotated[int, PriorityOption] = 0,
@@ -237,7 +244,7 @@ def search_command(
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
-        runtime_threads=runtime_threads, runtime_batch=runtime_batch)
+        runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor)
     torch.set_num_threads(threads or _threads_for(workers))
     opened = _open_study(request, heartbeat, priority)
     if queue:
@@ -293,10 +300,15 @@ class SearchRequest:
         timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
         space = space_files.load_space(o["space"])
         datasets.parse_spec(o["data"])
-        runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"])
+        target = o["device"] if o["device"].startswith(("http://", "https://")) else None
+        if target:  # candidates train here; their latency and inference energy are measured on the target
+            o = {**o, "device": "auto"}
+        runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"], target)
+        if o["predictor"] is not None:
+            runtime = runtimes.with_predictor(runtime, o["predictor"])
         name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{o['data'].split(':')[0]}")
         return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
-                   runtime, options)
+                   runtime, o)
 
 
 @dataclass(frozen=True)
@@ -320,6 +332,7 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     task = datasets.load_dataset(o["data"], seed=o["seed"])
     ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
     space = request.space.for_task(task.input_shape)
+    runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes)
     meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
     loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
     settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],

@@ -3,24 +3,11 @@ samples over a window long enough for the meter's counter."""
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from eas.measure.energy import EnergyReading, Meter, measure_repeated
-
-
-@dataclass(frozen=True)
-class Latency:
-    batch: int
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    repeats: int
+from eas_device.measure import Latency, time_repeated  # one timing loop for every runtime
 
 
 def _sync(device: torch.device) -> None:
@@ -40,21 +27,6 @@ def latency(model: nn.Module, input_shape: tuple[int, int, int], device: torch.d
         _sync(device)
 
     return time_repeated(run, batch, warmup, repeats, max_seconds)
-
-
-def time_repeated(run: Callable[[], object], batch: int, warmup: int = 3, repeats: int = 30,
-                  max_seconds: float = 0.5) -> Latency:
-    """Time `repeats` calls of `run` after `warmup` (fewer if they exceed `max_seconds`, at least 3),
-    whatever runs them: PyTorch here, ONNX Runtime in eas.measure.runtime."""
-    for _ in range(warmup):
-        run()
-    times, began = [], time.perf_counter()
-    while len(times) < repeats and (len(times) < 3 or time.perf_counter() - began < max_seconds):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    deciles = statistics.quantiles(times, n=10) if len(times) >= 2 else times * 9
-    return Latency(batch, statistics.median(times), deciles[0], deciles[-1], len(times))
 
 
 @torch.no_grad()

@@ -8,24 +8,33 @@ threads (graph optimisations on: BatchNorm is folded into the convolutions), at 
 a larger batch; its inference energy is metered on that same session. Every number carries
 where it came from: runtime and version, execution provider, threads, batch, CPU or GPU model.
 `--runtime torch` keeps eager PyTorch (what studies made before runtimes were recorded used).
+
+With a device URL the exported graph is sent to an eas-device agent on the deployment target
+(eas_device.agent), which times it with the same code (eas_device.measure) on its own hardware.
+A latency predictor fitted for that device and runtime (eas.measure.predictor) rides along in
+the runtime's settings: the search then refuses proposals by predicted latency and measures the
+candidates that reach the top rung.
 """
 
 from __future__ import annotations
 
 import io
-import platform
+import json
+import math
+import os
 import warnings
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 import torch
 from torch import nn
 
 from eas.errors import UserError
 from eas.lazy import available, lazy_import
 from eas.measure.energy import EnergyReading, Meter, measure_repeated
-from eas.measure.inference import Latency, inference_energy, latency, time_repeated
+from eas.measure.inference import Latency, inference_energy, latency
+from eas.measure.predictor import load_predictor
+from eas_device import client
+from eas_device.measure import cpu_model, session, time_session
 
 onnxruntime = lazy_import("onnxruntime")
 
@@ -39,9 +48,11 @@ class Runtime:
     name: str = "onnxruntime"
     threads: int | None = 1  # onnxruntime's intra-op threads; torch uses the process's own
     batch: int = 32  # the larger batch timed besides batch 1
+    device: str | None = None  # an eas-device agent's URL: the deployment target; None: this machine
+    predictor: dict | None = None  # a fitted latency predictor for this runtime (eas.measure.predictor)
 
     @classmethod
-    def parse(cls, name: str, threads: int, batch: int) -> Runtime:
+    def parse(cls, name: str, threads: int, batch: int, device: str | None = None) -> Runtime:
         if name not in RUNTIMES:
             raise UserError(f"unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
         if not 1 <= threads <= 256:
@@ -50,7 +61,14 @@ class Runtime:
             raise UserError(f"--runtime-batch must be 2..4096 (got {batch})")
         if name == "onnxruntime" and not available("onnxruntime"):
             raise UserError("--runtime onnxruntime needs onnxruntime: pip install onnxruntime (or --runtime torch)")
-        return cls(name, threads if name == "onnxruntime" else None, batch)
+        if device is not None:
+            if name != "onnxruntime":
+                raise UserError("a device URL measures in ONNX Runtime on the device: drop --runtime torch")
+            try:
+                device = client.check_url(device)
+            except ValueError as error:
+                raise UserError(str(error)) from None
+        return cls(name, threads if name == "onnxruntime" else None, batch, device)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,18 +78,46 @@ class Runtime:
         """As stored in a study; a study stored before runtimes were recorded timed eager torch."""
         if not data:
             return cls("torch", None, 32)
-        return cls(str(data.get("name")), data.get("threads"), int(data.get("batch", 32)))
+        return cls(str(data.get("name")), data.get("threads"), int(data.get("batch", 32)), data.get("device"),
+                   data.get("predictor"))
 
 
-def cpu_model() -> str:
-    """The CPU's model name, as the kernel reports it (platform.processor() is often empty)."""
+def with_predictor(runtime: Runtime, path) -> Runtime:
+    """`runtime` with the predictor stored at `path`, refused in one line when it was fitted for
+    another runtime, thread count or device."""
+    predictor = load_predictor(path)
+    fitted = predictor.runtime
+    if runtime.name != "onnxruntime" or fitted.get("threads") != runtime.threads or \
+            fitted.get("url") != runtime.device:
+        where = fitted.get("url") or "this machine"
+        raise UserError(f"--predictor {path} was fitted for ONNX Runtime at {fitted.get('threads')} thread(s) on "
+                        f"{where}; this search measures {runtime.name} at {runtime.threads} thread(s) on "
+                        f"{runtime.device or 'this machine'}")
+    return replace(runtime, predictor=json.loads(json.dumps(predictor.to_dict())))  # as the study stores it
+
+
+def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_classes: int) -> None:
+    """Before a search starts: the device answers and takes our token, and the predictor was
+    fitted for this input shape and number of classes (one line each, exit 2)."""
+    if runtime.device:
+        try:
+            client.info(runtime.device)
+        except client.DeviceError as error:
+            raise UserError(str(error)) from None
+    predictor = runtime.predictor
+    if predictor and (tuple(predictor["input_shape"]), predictor["num_classes"]) != (tuple(input_shape), num_classes):
+        raise UserError(f"the latency predictor was fitted for input {tuple(predictor['input_shape'])} and "
+                        f"{predictor['num_classes']} classes; this data has {tuple(input_shape)} and {num_classes}")
+
+
+def device_wait() -> float:
+    """Seconds a measurement waits for a device that went away before its trial is stored without
+    a latency (and the reason): $EAS_DEVICE_WAIT, default 300."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return max(0.0, float(os.environ.get("EAS_DEVICE_WAIT", "300")))
+    except ValueError:
+        raise UserError(f"EAS_DEVICE_WAIT must be a number of seconds (got {os.environ['EAS_DEVICE_WAIT']!r})") \
+            from None
 
 
 def to_onnx(model: nn.Module, example: torch.Tensor, target) -> None:
@@ -82,16 +128,6 @@ def to_onnx(model: nn.Module, example: torch.Tensor, target) -> None:
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (example,), target, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, dynamo=False)
-
-
-def session(onnx: bytes | str, threads: int, cuda: bool = False):
-    """An ONNX Runtime session with every graph optimisation and a fixed number of threads."""
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    providers = ["CUDAExecutionProvider"] if cuda and "CUDAExecutionProvider" in \
-        onnxruntime.get_available_providers() else ["CPUExecutionProvider"]
-    return onnxruntime.InferenceSession(onnx, options, providers=providers)
 
 
 @dataclass(frozen=True)
@@ -115,21 +151,29 @@ def measure(model: nn.Module, input_shape: tuple[int, int, int], runtime: Runtim
         return Measured(single, batched, energy, provenance)
     buffer = io.BytesIO()
     to_onnx(model, torch.zeros(1, *input_shape, device=device), buffer)
-    ran = session(buffer.getvalue(), runtime.threads, cuda=device.type == "cuda")
-    one = np.random.default_rng(0).standard_normal((1, *input_shape), dtype=np.float32)
-    many = np.repeat(one, runtime.batch, axis=0)
-    # Enough warm-up and repeats for a median within a few percent of a long timing (measured in
-    # benchmarks/latency_truth.py); still well under a second for mobile-space models.
-    single = time_repeated(lambda: ran.run(None, {"input": one}), 1, warmup=20, repeats=100, max_seconds=0.4)
-    batched = time_repeated(lambda: ran.run(None, {"input": many}), runtime.batch, warmup=1, repeats=5,
-                            max_seconds=0.2)
-
-    def work() -> int:
-        ran.run(None, {"input": many})
-        return runtime.batch
-
-    reading, samples = measure_repeated(meter, work, energy_seconds)
+    if runtime.device:
+        return measure_on_device(buffer.getvalue(), runtime)
+    onnx, cuda = buffer.getvalue(), device.type == "cuda"
+    single, batched, run_batch, ran = time_session(lambda: session(onnx, runtime.threads, cuda), input_shape,
+                                                   runtime.batch)
+    reading, samples = measure_repeated(meter, run_batch, energy_seconds)
     energy = EnergyReading(reading.joules * 1000 / samples, reading.seconds * 1000 / samples, reading.source)
     provenance = {"runtime": f"onnxruntime {onnxruntime.__version__}", "provider": ran.get_providers()[0],
                   "threads": runtime.threads, "batch": [1, runtime.batch], "device": label}
     return Measured(single, batched, energy, provenance)
+
+
+def measure_on_device(onnx: bytes, runtime: Runtime) -> Measured:
+    """The agent's measurement of `onnx` on the deployment target; waits for a device that went
+    away (eas_device.client), then raises DeviceError with the reason."""
+    answer = client.measure(runtime.device, onnx, runtime.threads, runtime.batch, wait=device_wait())
+    try:
+        single, batched, energy = Latency(**answer["single"]), Latency(**answer["batched"]), answer["energy"]
+        reading = EnergyReading(float(energy["joules_per_1k"]), float(energy["seconds_per_1k"]), str(energy["source"]))
+        provenance = {k: answer["provenance"][k] for k in ("runtime", "provider", "threads", "batch", "device")}
+        numbers = (single.median_ms, single.p10_ms, single.p90_ms, batched.median_ms, reading.joules)
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers):
+            raise ValueError("a number that is not a finite non-negative number")
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise client.DeviceError(f"device {runtime.device} answered a malformed measurement ({error})") from None
+    return Measured(single, batched, reading, {**provenance, "url": runtime.device, "energy": reading.source})

@@ -157,6 +157,7 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
     if "estimated" in sources:
         lines.append("energy: estimated from CPU time x watts per core (no energy counter was readable)")
     lines.extend(runtime_lines(front))
+    lines.extend(predictor_lines(settings, records))
     return lines
 
 
@@ -174,6 +175,34 @@ def runtime_lines(records) -> list[str]:
     """One line per distinct runtime that measured these records' latencies and energies."""
     texts = sorted({runtime_text(r.metrics.get("latency_runtime")) for r in records})
     return [f"latency and inference energy measured in {text}" for text in texts]
+
+
+def _positive(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def predictor_lines(settings: dict, records) -> list[str]:
+    """How far to trust the latencies of a study that refused proposals by a predicted latency:
+    its error on the calibration's held-out networks, and on this study's own candidates that
+    were measured at the top rung (nn-Meter's measure: the share within +-10%)."""
+    predictor = (settings.get("runtime") or {}).get("predictor")
+    if not isinstance(predictor, dict):
+        return []
+    lines = [printable(f"latency     predicted by a {predictor.get('kind')} predictor ({predictor.get('space')} "
+                       f"space) before training; measured for candidates that reach the top rung")]
+    error = predictor.get("error") if isinstance(predictor.get("error"), dict) else {}
+    n, within, median = (error.get(k) for k in ("n", "within", "median_abs"))
+    if _positive(n) and isinstance(within, (int, float)) and _positive(median):
+        lines.append(f"            calibration: {within:.0%} of {n} held-out networks within +-10% "
+                     f"(median error {median:.1%})")
+    pairs = [(_positive(r.metrics.get("latency_predicted_ms")), _positive(r.metrics.get("latency_ms")))
+             for r in records if r.metrics.get("latency_source") == "measured"]
+    errors = [abs(p / m - 1) for p, m in pairs if p and m]
+    if errors:
+        share = sum(e <= 0.10 for e in errors) / len(errors)
+        lines.append(f"            this study: {share:.0%} of {len(errors)} top-rung measurements within +-10% of "
+                     f"the prediction (median error {sorted(errors)[len(errors) // 2]:.1%})")
+    return lines
 
 
 def run_lines(summary, budget, records, objectives, reference) -> list[str]:

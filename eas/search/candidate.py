@@ -23,6 +23,7 @@ from eas.arch.genome import Arch
 from eas.data.datasets import Dataset
 from eas.measure.device import device_label, resolve_device
 from eas.measure.energy import make_meter
+from eas.measure.predictor import Predictor
 from eas.measure.runtime import Runtime, measure
 from eas.objectives import Constraints
 from eas.training.proxy import Fidelity, train
@@ -56,6 +57,8 @@ class Metrics:
     train_energy_j: float = 0.0
     inference_energy_j_per_1k: float = float("nan")
     latency_runtime: dict = field(default_factory=dict)  # runtime, version, provider, threads, batch, device
+    latency_source: str = "measured"  # or "predicted": by the study's latency predictor, never measured
+    latency_predicted_ms: float = float("nan")  # the predictor's figure, kept beside a measured one
     runtime_error: str | None = None  # why the runtime could not take the model (the search goes on)
     evaluate_energy_j: float = 0.0  # everything this evaluation cost: training, validation, timing
     energy_source: str = ""
@@ -117,6 +120,7 @@ class Candidate:
                  meter: str = "auto", runtime: Runtime = Runtime()):
         self.began = time.perf_counter()
         self.arch, self.task, self.fidelity, self.seed, self.runtime = arch, task, fidelity, seed, runtime
+        self.predictor = Predictor.from_dict(runtime.predictor) if runtime.predictor else None
         self.device = resolve_device(device)
         self.meter, self.energy_note = make_meter(meter, cuda=self.device.type == "cuda")
         self.split = dict.fromkeys(("build", "latency", "training", "recalibration", "validation"), 0.0)
@@ -157,9 +161,29 @@ class Candidate:
             self.metrics["runtime_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
             return
         single, batched = measured.single, measured.batched
+        self.metrics.update(latency_source="measured")
         self.metrics.update(latency_ms=single.median_ms, latency_ms_p10=single.p10_ms, latency_ms_p90=single.p90_ms,
                             latency_batch_ms=batched.median_ms, inference_energy_j_per_1k=measured.energy.joules,
                             latency_runtime=measured.provenance)
+
+    def predict_latency(self) -> None:
+        """The study's predictor's latency, in microseconds and before anything is trained: what
+        the search refuses proposals by; measured later if the candidate reaches the top rung."""
+        predicted = self.predictor.predict(self.arch)
+        self.metrics.update(latency_ms=predicted, latency_predicted_ms=predicted, latency_source="predicted")
+
+    def confirm_latency(self, constraints: Constraints | None) -> str | None:
+        """Measure a latency that was only predicted; the reason when the measurement breaks a limit."""
+        if self.metrics.get("latency_source") != "predicted":
+            return None
+        predicted = self.metrics["latency_ms"]
+        self.metrics["latency_ms"] = math.nan
+        self.measure_latency()
+        self.violations = constraints.violations(self.metrics) if constraints else {}
+        if self.violations.get("max_latency_ms", 0) > 0:
+            return (f"violates max_latency: measured {self.metrics['latency_ms']:.3g} ms at the top rung "
+                    f"(predicted {predicted:.3g} ms)")
+        return None
 
     def train_segment(self, steps: int, segment: int = 0, deadline: float | None = None,
                       recalibration_images: int = 1024):
@@ -195,8 +219,9 @@ class Candidate:
 
     def screen(self, constraints: Constraints | None) -> Metrics | None:
         """The infeasible result when the candidate breaks a limit, else None. Counted costs are
-        checked first (milliseconds); latency is measured only for a candidate within them."""
-        for step in (None, self.measure_latency):
+        checked first (milliseconds); latency is predicted (with a predictor) or measured only for a
+        candidate within them."""
+        for step in (None, self.predict_latency if self.predictor else self.measure_latency):
             if step is not None:
                 step()
             self.violations = constraints.violations(self.metrics) if constraints else {}
@@ -218,4 +243,5 @@ def evaluate(arch: Arch | str, task: Dataset, fidelity: Fidelity = Fidelity(), d
     trained = candidate.train_segment(fidelity.total_steps(len(task.train_y)), deadline=deadline)
     if trained.diverged:
         return candidate.result("diverged", trained.diverged)
-    return candidate.result("ok", validation=candidate.validate())
+    broken = candidate.confirm_latency(constraints)
+    return candidate.result("infeasible" if broken else "ok", broken, validation=candidate.validate())

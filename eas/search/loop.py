@@ -40,6 +40,7 @@ from eas.study.setup import create_or_resume
 from eas.study.snapshots import Snapshots
 from eas.training.proxy import Fidelity, TrialTimeout
 from eas.training.step import TrainStep, resolve_precision
+from eas_device.client import DeviceError
 
 MAX_CONSECUTIVE_INFEASIBLE = 200
 
@@ -50,13 +51,22 @@ def _timed_model(arch, task, device):
     return build(arch, task.input_shape, task.num_classes).to(device).to(memory_format=torch.channels_last)
 
 
+def _measure_extreme(model, task, runtime: Runtime, device, meter, **options):
+    """A measurement the study cannot be set up without: a device that stays away stops the
+    command in one line (and the half-made study is removed)."""
+    try:
+        return measure(model, task.input_shape, runtime, device, meter, **options)
+    except DeviceError as error:
+        raise UserError(f"{error}; the study needs it to measure the space's extremes") from None
+
+
 def check_feasible_at_all(space, task, constraints: Constraints, device, runtime: Runtime, meter) -> None:
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
     is touched. Latency is measured in the study's runtime on the device the trials will use."""
     smallest, _ = space.extremes(task.input_shape, task.num_classes)
     metrics = counted_metrics(smallest, task)
     if constraints.max_latency_ms is not None:
-        timed = measure(_timed_model(smallest, task, device), task.input_shape, runtime, device, meter)
+        timed = _measure_extreme(_timed_model(smallest, task, device), task, runtime, device, meter)
         metrics["latency_ms"] = timed.single.median_ms
     broken = {k: v for k, v in constraints.violations(metrics).items() if v > 0}
     if broken:
@@ -75,7 +85,7 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     model = _timed_model(largest, task, device)
     meter, _ = make_meter(settings.meter, cuda=device.type == "cuda")
     costs = counted_metrics(largest, task)
-    timed = measure(model, task.input_shape, Runtime.from_dict(settings.runtime), device, meter, energy_seconds=0.1)
+    timed = _measure_extreme(model, task, Runtime.from_dict(settings.runtime), device, meter, energy_seconds=0.1)
     measured = {"macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
                 "latency": timed.single.median_ms, "energy": timed.energy.joules}
     reference = {k: 1.1 * v for k, v in measured.items() if v}
@@ -267,11 +277,16 @@ class TrialRunner:
                                               recalibration_images=ladder.recalibration_images(rung))
             if trained.diverged:
                 return candidate.result("diverged", trained.diverged)
+            # A predicted latency is measured once the candidate has earned it: at the top rung.
+            broken = candidate.confirm_latency(self.constraints) if rung == ladder.top else None
             validation = candidate.validate(ladder.val_images(rung))
-            record = {"rung": rung, "steps": ladder.steps[rung], **validation,
-                      "train_seconds": candidate.trained.seconds, "train_energy_j": candidate.trained.energy_j,
-                      **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference", "latency_ms",
-                                                           "inference_energy_j_per_1k")}}
+            if broken:
+                return candidate.result("infeasible", broken, validation=validation)
+            # NaN (an inference energy not measured yet, below the top rung) is stored as None
+            record = _flatten({"rung": rung, "steps": ladder.steps[rung], **validation,
+                               "train_seconds": candidate.trained.seconds, "train_energy_j": candidate.trained.energy_j,
+                               **{k: candidate.metrics[k] for k in ("macs", "params", "memory_bytes_inference",
+                                                                    "latency_ms", "inference_energy_j_per_1k")}})
             if ladder.top > 0:
                 decision = self._decide(trial.number, rung, record)
                 record.update(decision.to_dict(), go_on=decision.go_on and rung < ladder.top)

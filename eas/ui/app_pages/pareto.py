@@ -3,7 +3,7 @@ import streamlit as st
 from eas.reports.explorer import FILTER_METRICS, filtered_front, front_of, markdown_text, objective_label
 from eas.reports.figures import metric, parallel_figure, pareto_figure
 from eas.reports.front import knee
-from eas.reports.summary import PARETO_HEADERS, pareto_rows, runtime_lines
+from eas.reports.summary import PARETO_HEADERS, pareto_rows, predictor_lines, runtime_lines
 from eas.ui.common import selected_study
 
 loaded = selected_study()
@@ -51,7 +51,7 @@ if suggested is not None:
 else:
     st.warning("No trial of the Pareto front is within these limits.")
 st.subheader(f"Pareto set within the limits: {len(front)} trials")
-for line in runtime_lines(front):
+for line in [*runtime_lines(front), *predictor_lines(study.settings, study.records)]:
     st.caption(markdown_text(line))
 st.dataframe([dict(zip(PARETO_HEADERS, row, strict=True)) for row in pareto_rows(front, suggested)],
              hide_index=True, width="stretch", key="front_table")

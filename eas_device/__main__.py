@@ -1,0 +1,5 @@
+import sys
+
+from eas_device.agent import main
+
+sys.exit(main())
