@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from eas.arch.builder import build
+from eas.arch.counting import arch_cost
 from eas.arch.profile import profile
 from eas.arch.reference import reference
 
@@ -28,6 +29,48 @@ def test_mobilenet_v1_matches_the_paper():
     cost = profile(build(reference("mobilenet_v1"), (3, 224, 224), 1000), (3, 224, 224))
     assert cost.params == 4_231_976
     assert abs(cost.macs / 569e6 - 1) < 0.01
+
+
+# TF-Slim's tables at 224x224, 1000 classes (MACs, params, in millions), and Keras' for V3-Small
+# and V1. Our MACs round to theirs; our params are up to 1.2% higher for MobileNetV2: TF-Slim's
+# BatchNorm has no scale (gamma), ours has one per channel, as torchvision's.
+PUBLISHED_FAMILIES = [
+    ("mobilenet_v2@0.35", 59, 1.66, 0.012), ("mobilenet_v2@0.5", 97, 1.95, 0.012),
+    ("mobilenet_v2@0.75", 209, 2.61, 0.012),
+    ("mobilenet_v3_small@0.75", 44, 2.0, 0.025), ("mobilenet_v1@0.25", 41, 0.47, 0.002),
+    ("mobilenet_v1@0.5", 149, 1.32, 0.01),
+]
+
+
+@pytest.mark.parametrize(("name", "macs_m", "params_m", "params_tolerance"), PUBLISHED_FAMILIES)
+def test_width_multipliers_match_the_published_tables(name, macs_m, params_m, params_tolerance):
+    model = build(reference(name), (3, 224, 224), 1000)
+    cost = profile(model, (3, 224, 224))
+    assert cost.macs == arch_cost(reference(name), (3, 224, 224), 1000).macs  # counted = profiled
+    assert abs(cost.macs / 1e6 - macs_m) <= 0.03 * macs_m if "v3" in name else round(cost.macs / 1e6) == macs_m
+    assert 0 <= cost.params / (params_m * 1e6) - 1 <= params_tolerance
+
+
+def test_width_multipliers_round_channels_to_multiples_of_8_and_keep_the_last_layers():
+    for name in ("mobilenet_v2@0.35", "mobilenet_v3_small@0.5", "mobilenet_v1@0.25", "mobilenet_v2@1.4"):
+        arch = reference(name)
+        assert all(stage.width % 8 == 0 for stage in arch.stages) and arch.stem.width % 8 == 0
+    assert reference("mobilenet_v2@0.35").head.width == 1280  # kept below 1.0 ...
+    assert reference("mobilenet_v2@1.4").head.width == 1792  # ... scaled above it
+    assert reference("mobilenet_v3_small@0.5").head.ffn == 1024
+    assert reference("mobilenet_v2@0.35").stages[1].width == 8  # 24 x 0.35 = 8.4 -> 8
+    assert reference("mobilenet_v2@1.0") == reference("mobilenet_v2")
+    smaller = [arch_cost(reference(f"mobilenet_v2@{a}"), (3, 224, 224), 1000).macs for a in (0.35, 0.5, 0.75, 1.0)]
+    assert smaller == sorted(smaller) and len(set(smaller)) == 4
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2@", "mobilenet_v2@0", "mobilenet_v2@abc", "mobilenet_v2@nan",
+                                  "mobilenet_v2@9", "mobilenet_v9@0.5"])
+def test_a_bad_width_multiplier_is_one_clear_error(name):
+    from eas.arch.reference import UnknownReference
+
+    with pytest.raises(UnknownReference, match="multiplier|unknown reference"):
+        reference(name)
 
 
 class BasicBlock(nn.Module):
