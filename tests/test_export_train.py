@@ -126,7 +126,12 @@ def copy_arch(exported, target: Path) -> Path:
 TRAIN = ["--data", "digits", "--epochs", "6", "--checkpoint-every", "4", "--quiet", "--json", "--target", "0.3"]
 
 
-def test_train_reports_and_resumes_after_kill_9_with_the_same_result(exported, tmp_path):
+RECIPE = ["--augment", "auto", "--label-smoothing", "0.1", "--ema", "0.9"]
+
+
+@pytest.mark.parametrize("recipe", [[], RECIPE], ids=["plain", "recipe"])
+def test_train_reports_and_resumes_after_kill_9_with_the_same_result(exported, tmp_path, recipe):
+    TRAIN = [*globals()["TRAIN"], *recipe]  # augmentation and the averaged weights resume exactly too
     straight = copy_arch(exported, tmp_path / "straight")
     result = run_eas("train", str(straight), *TRAIN)
     assert result.returncode == 0, result.stderr
@@ -137,6 +142,9 @@ def test_train_reports_and_resumes_after_kill_9_with_the_same_result(exported, t
     assert report["energy_source"] == "estimated" and report["grid_gco2e_per_kwh"] == 475.0
     assert report["co2e_g"] == pytest.approx(report["energy_kwh"] * 475.0)
     assert report["epochs_run"] == 6 and (straight / "model.safetensors").exists()
+    expected = {"augment": "shift", "label_smoothing": 0.1, "ema": 0.9} if recipe else \
+        {"augment": "none", "label_smoothing": 0.0, "ema": 0.0}
+    assert report["recipe"] == expected
 
     killed = copy_arch(exported, tmp_path / "killed")
     process = subprocess.Popen([sys.executable, "-m", "eas", "train", str(killed), *TRAIN],

@@ -55,12 +55,18 @@ def train_command(
                                                       "(needed with --nnodes above 1).")] = None,
     max_restarts: Annotated[int, typer.Option("--max-restarts", help="Restarts from the last checkpoint after "
                                               "a process dies.")] = 3,
+    augment: Annotated[str, typer.Option("--augment", help="auto (suited to the data: shift digits, shift and "
+                                         "flip natural images and clothing), none, shift or standard.")] = "none",
+    label_smoothing: Annotated[float, typer.Option("--label-smoothing", help="e.g. 0.1; 0: off.")] = 0.0,
+    ema: Annotated[float, typer.Option("--ema", help="Decay of an exponential moving average of the weights, "
+                                       "which are evaluated and kept (e.g. 0.999); 0: off.")] = 0.0,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train an exported architecture fully; resumes from its checkpoint when run again."""
     from eas.training.distributed import check_launch
     from eas.training.full import TrainPlan, check_teacher, read_arch
+    from eas.training.recipe import Recipe
 
     check_launch(nproc, nnodes, rdzv_endpoint, max_restarts)
 
@@ -68,7 +74,8 @@ def train_command(
              if v is not None}
     options = dict(epochs=epochs, accumulate=accumulate, precision=precision, patience=patience, target=target,
                    checkpoint_steps=checkpoint_every, checkpoint_minutes=checkpoint_minutes, seed=seed,
-                   teacher=str(teacher.resolve()) if teacher else None)
+                   teacher=str(teacher.resolve()) if teacher else None,
+                   **Recipe.parse(augment, label_smoothing, ema, data).to_dict())
     TrainPlan(**options, **given)  # what was typed is checked before any file is read
     document = read_arch(folder)
     if teacher is not None:

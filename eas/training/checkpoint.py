@@ -58,7 +58,9 @@ def recover_checkpoint(folder: Path) -> bool:
     return folder.exists()
 
 
-def save_checkpoint(folder: Path, model, optimizer, scheduler, progress: dict) -> None:
+def save_checkpoint(folder: Path, model, optimizer, scheduler, progress: dict,
+                    average: dict[str, torch.Tensor] | None = None) -> None:
+    """Everything a restart resumes from; `average`: the weights' moving average, if any."""
     folder = Path(folder)
     partial, old = _sibling(folder, ".partial"), _sibling(folder, ".old")
     shutil.rmtree(partial, ignore_errors=True)
@@ -66,6 +68,7 @@ def save_checkpoint(folder: Path, model, optimizer, scheduler, progress: dict) -
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(weights, str(partial / "model.safetensors"))
     tensors, meta = _split_optimizer(optimizer.state_dict())
+    tensors.update({f"average.{k}": v.detach().cpu().contiguous() for k, v in (average or {}).items()})
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         for index, state in enumerate(torch.cuda.get_rng_state_all()):
@@ -80,13 +83,21 @@ def save_checkpoint(folder: Path, model, optimizer, scheduler, progress: dict) -
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict:
-    """Restore model, optimiser, scheduler and RNG states in place; returns the saved progress."""
+def load_checkpoint(folder: Path, model, optimizer, scheduler, average: dict[str, torch.Tensor] | None = None) -> dict:
+    """Restore model, optimiser, scheduler, RNG states and the weights' moving average (into
+    `average`'s tensors) in place; returns the saved progress."""
     folder = Path(folder)
     try:
         state = json.loads((folder / "state.json").read_text())
         model.load_state_dict(load_file(str(folder / "model.safetensors")))
         tensors = load_file(str(folder / "optimizer.safetensors"))
+        names = [k for k in tensors if k.startswith("average.")]
+        averaged = {k.removeprefix("average."): tensors.pop(k) for k in names}
+        if average is not None:
+            if averaged.keys() != average.keys():
+                raise KeyError("the weights' moving average")
+            for name, tensor in average.items():
+                tensor.copy_(averaged[name])
         cpu_state = tensors.pop("rng.torch")
         cuda_states = [tensors.pop(k) for k in sorted((k for k in list(tensors) if k.startswith("rng.cuda.")),
                                                       key=lambda k: int(k.rsplit(".", 1)[1]))]

@@ -7,6 +7,7 @@ the RNG state is restored, so a resumed run takes the same steps as an uninterru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from eas import interrupt
@@ -31,6 +33,7 @@ from eas.training.checkpoint import load_checkpoint, load_weights, recover_check
 from eas.training.distributed import Group, energy_share
 from eas.training.green import DEFAULT_GRID_G_PER_KWH, efficiency_report
 from eas.training.proxy import Fidelity
+from eas.training.recipe import Recipe, WeightAverage, augment_batch, batch_generator
 from eas.training.step import (
     MIN_BATCH,
     DistillationLoss,
@@ -59,9 +62,13 @@ class TrainPlan:
     checkpoint_minutes: float = 5.0
     seed: int = 0
     teacher: str | None = None  # a trained export to distil from
+    augment: str = "none"  # the recipe (eas.training.recipe): none | shift | standard
+    label_smoothing: float = 0.0
+    ema: float = 0.0  # decay of the weights' moving average; 0: off
 
     # Settings that change the result: a checkpoint made with others cannot be resumed.
-    MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed", "teacher")
+    MUST_MATCH = ("epochs", "batch_size", "accumulate", "lr", "weight_decay", "precision", "seed", "teacher",
+                  "augment", "label_smoothing", "ema")
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.accumulate < 1:
@@ -73,6 +80,11 @@ class TrainPlan:
                             f"micro-batches of at least {MIN_BATCH} images each")
         if self.seed < 0:
             raise UserError(f"--seed must be at least 0 (got {self.seed})")
+        Recipe.parse(self.augment, self.label_smoothing, self.ema, "npz")  # the recipe's own checks
+
+    @property
+    def recipe(self) -> Recipe:
+        return Recipe(self.augment, self.label_smoothing, self.ema)
 
 
 def read_arch(folder: Path) -> dict:
@@ -223,6 +235,7 @@ class FullTraining:
         self.steps_per_epoch = math.ceil(len(task.train_y) / plan.batch_size)
         self.scheduler = warmup_cosine(self.optimizer, plan.epochs * self.steps_per_epoch)
         self.checkpoint = self.folder / "checkpoint"
+        self.average = WeightAverage(self.model, plan.ema) if plan.ema else None
         self.progress = self._resume_or_start(restart, start_from)
         self.train_x, self.train_y = task.train_x.to(device), task.train_y.to(device)
         self.distillation = None
@@ -230,13 +243,19 @@ class FullTraining:
             check_teacher(self.document, Path(plan.teacher))
             _, teacher = load_trained(Path(plan.teacher), task)
             self.distillation = DistillationLoss(teacher.to(device).to(memory_format=torch.channels_last))
+        smoothing = plan.label_smoothing
+        loss = self.distillation or (lambda logits, targets, inputs: nn.functional.cross_entropy(
+            logits, targets, label_smoothing=smoothing))
         self.step = TrainStep(self.group.wrap(self.model, device), self.optimizer, device, self.precision,
-                              micro_batch=plan.batch_size // plan.accumulate, loss=self.distillation)
+                              micro_batch=plan.batch_size // plan.accumulate, loss=loss)
 
     def _resume_or_start(self, restart: bool, start_from: Path | None) -> Progress:
         if not restart and recover_checkpoint(self.checkpoint):
-            saved = load_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler)
-            different = [k for k in TrainPlan.MUST_MATCH if saved["plan"].get(k) != getattr(self.plan, k)]
+            saved = load_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler,
+                                    self.average.tensors if self.average else None)
+            before = TrainPlan()  # a checkpoint from before a setting existed ran with its default
+            different = [k for k in TrainPlan.MUST_MATCH
+                         if saved["plan"].get(k, getattr(before, k)) != getattr(self.plan, k)]
             if different:
                 raise UserError(f"{self.checkpoint} was made with different {', '.join(different)}; use the same "
                                 "options to resume, or --restart to start over")
@@ -250,6 +269,8 @@ class FullTraining:
             return progress
         if start_from is not None:
             load_weights(start_from, self.model)
+            if self.average:
+                self.average = WeightAverage(self.model, self.plan.ema)
         return Progress(plan=asdict(self.plan), data=self.task.name)
 
     def run(self, show_progress: bool) -> None:
@@ -263,13 +284,26 @@ class FullTraining:
         self.clock, self.last_checkpoint = EnergyClock(self.meter, self.group), time.monotonic()
         while self.progress.epoch < self.plan.epochs and not self.progress.done:
             self._train_epoch(bar)
-            accuracy = self._close_epoch(show_progress and bar is None)
-            self._keep_if_best(accuracy)
+            with self._evaluated_weights():
+                accuracy = self._close_epoch(show_progress and bar is None)
+                self._keep_if_best(accuracy)
             self.progress.epoch, self.progress.step = self.progress.epoch + 1, 0
             self._checkpoint_now()
         if bar is not None:
             bar.close()
         self.group.close()
+
+    @contextlib.contextmanager
+    def _evaluated_weights(self):
+        """The weights an epoch is judged and kept by: the moving average when the recipe has one."""
+        if self.average is None:
+            yield
+            return
+        self.average.swap(self.model)
+        try:
+            yield
+        finally:
+            self.average.swap(self.model)
 
     def _train_epoch(self, bar) -> None:
         plan, progress, epoch = self.plan, self.progress, self.progress.epoch
@@ -281,7 +315,11 @@ class FullTraining:
             index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
             if len(index) >= MIN_BATCH * self.group.world:  # a last batch of one image cannot train BatchNorm
                 share = self.group.share(index)
-                step_loss = self.step(self.train_x[share], self.train_y[share])
+                x = augment_batch(self.train_x[share], plan.augment,
+                                  batch_generator(self.device, plan.seed, progress.global_step, self.group.rank))
+                step_loss = self.step(x, self.train_y[share])
+                if self.average is not None:
+                    self.average.update(self.model, progress.global_step)
             self.scheduler.step()
             progress.step, progress.global_step = step + 1, progress.global_step + 1
             if bar is not None:
@@ -321,7 +359,8 @@ class FullTraining:
     def _checkpoint_now(self) -> None:
         self.clock.bank(self.progress)
         if self.group.leader:
-            save_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler, asdict(self.progress))
+            save_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler, asdict(self.progress),
+                            self.average.tensors if self.average else None)
         self.group.barrier()  # nobody runs ahead of the checkpoint a restart would resume from
         self.last_checkpoint = time.monotonic()
 
@@ -339,6 +378,7 @@ class FullTraining:
         report.update(genome=self.document["genome"], data=task.name, device=str(self.device),
                       precision=self.precision, epochs_run=progress.epoch, best_epoch=progress.best_epoch,
                       early_stopped=progress.done, history=progress.history, plan=asdict(self.plan),
+                      recipe=self.plan.recipe.to_dict(),
                       processes=self.group.world, restarts=self.group.restarts)
         if self.distillation is not None:
             teacher_accuracy, _ = evaluate_accuracy(self.distillation.teacher, task.test_x, task.test_y, self.device)

@@ -54,6 +54,10 @@ def _training_setup_lines(report: dict) -> list[str]:
     if report.get("processes", 1) > 1:
         lines.append(f"processes          {report['processes']} data-parallel (energy of all of them), "
                      f"{report.get('restarts', 0)} restart(s)")
+    recipe = report.get("recipe")
+    if recipe:
+        lines.append(f"recipe             augment {recipe['augment']}, label smoothing {recipe['label_smoothing']:g}, "
+                     + (f"weights averaged (EMA {recipe['ema']:g})" if recipe["ema"] else "no weight averaging"))
     teacher = report.get("teacher")
     if teacher:
         lines.append(f"distilled from     {teacher['folder']} (teacher test accuracy {teacher['test_accuracy']:.2%})")
