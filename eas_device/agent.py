@@ -83,16 +83,18 @@ class Agent:
     def _measure_now(self, onnx: bytes, threads: int, batch: int) -> dict:
         started = time.perf_counter()
         try:
-            _, sample = checked_session(onnx, threads, batch, self.limits)  # the timing opens its own sessions
+            checked, sample = checked_session(onnx, threads, batch, self.limits)
         except ModelRefused as refused:
-            raise Refusal(413 if "bytes is over" in str(refused) else 400, str(refused)) from None
+            raise Refusal(refused.status, str(refused)) from None
+        sessions = iter([checked])  # the checked session is the first one timed
         # ONNX Runtime stops a run when its RunOptions are told to terminate: the watchdog's way to
         # end a measurement that runs over its time, so one model cannot hold the device.
         stop = onnxruntime.RunOptions()
         watchdog = threading.Timer(self.measure_timeout, lambda: setattr(stop, "terminate", True))
         watchdog.start()
         try:
-            single, batched, run_batch, ran = time_session(lambda: session(onnx, threads), sample, batch, stop)
+            single, batched, run_batch, ran = time_session(lambda: next(sessions, None) or session(onnx, threads),
+                                                           sample, batch, stop)
             joules, seconds, samples, source = joules_of(run_batch, self.energy_seconds)
         except Exception as error:
             if stop.terminate:
@@ -184,10 +186,20 @@ def serve(agent: Agent, host: str = "127.0.0.1", port: int = DEFAULT_PORT, ready
         server.server_close()
 
 
-def token_from_environment() -> tuple[str, bool]:
-    """($EAS_DEVICE_TOKEN, False), or a fresh random token and True when it is unset."""
+def token_from_environment() -> str:
+    """$EAS_DEVICE_TOKEN, or a fresh random token (printed once) when it is unset."""
     token = os.environ.get("EAS_DEVICE_TOKEN", "").strip()
-    return (token, False) if token else (secrets.token_urlsafe(24), True)
+    if token:
+        return token
+    token = secrets.token_urlsafe(24)
+    print(f"eas-device: EAS_DEVICE_TOKEN is unset; this agent's token is {token}", file=sys.stderr)
+    return token
+
+
+def serve_from_options(host: str, port: int, max_model_mb: float, timeout: float) -> None:
+    """What `eas-device serve` and `eas device serve` both run; OSError when the address is taken."""
+    limits = Limits(max_model_bytes=int(max_model_mb * 2**20))
+    serve(Agent(token_from_environment(), limits, measure_timeout=timeout), host, port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,12 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-model-mb", type=float, default=64.0)
     run.add_argument("--timeout", type=float, default=60.0, help="seconds one measurement may take")
     options = parser.parse_args(argv)
-    token, generated = token_from_environment()
-    if generated:
-        print(f"eas-device: EAS_DEVICE_TOKEN is unset; this agent's token is {token}", file=sys.stderr)
-    limits = Limits(max_model_bytes=int(options.max_model_mb * 2**20))
     try:
-        serve(Agent(token, limits, measure_timeout=options.timeout), options.host, options.port)
+        serve_from_options(options.host, options.port, options.max_model_mb, options.timeout)
     except OSError as error:
         print(f"eas-device: error: cannot serve on {options.host}:{options.port}: {error.strerror}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ anything runs: the agent receives models from the network.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import statistics
@@ -22,7 +23,12 @@ onnxruntime.set_default_logger_severity(3)  # a refused model is reported to the
 
 
 class ModelRefused(ValueError):
-    """A model or request the runtime will not run: the reason is one line for the caller."""
+    """A model or request the runtime will not run: the reason is one line for the caller, and
+    the HTTP status the agent answers it with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ def time_repeated(run: Callable[[], object], batch: int, warmup: int = 3, repeat
     return Latency(batch, statistics.median(times), deciles[0], deciles[-1], len(times))
 
 
+@functools.cache  # read once per process: every measurement is labelled with it
 def cpu_model() -> str:
     """The CPU's model name, as the kernel reports it (platform.processor() is often empty)."""
     try:
@@ -83,7 +90,7 @@ def session(onnx: bytes | str, threads: int, cuda: bool = False) -> onnxruntime.
 def checked_session(onnx: bytes, threads: int, batch: int, limits: Limits):
     """(session, one sample's shape) for a model received from elsewhere, or ModelRefused."""
     if len(onnx) > limits.max_model_bytes:
-        raise ModelRefused(f"model of {len(onnx):,} bytes is over the limit of {limits.max_model_bytes:,}")
+        raise ModelRefused(f"model of {len(onnx):,} bytes is over the limit of {limits.max_model_bytes:,}", 413)
     if not 1 <= threads <= limits.max_threads:
         raise ModelRefused(f"threads must be 1..{limits.max_threads} (got {threads})")
     if not 1 <= batch <= limits.max_batch:

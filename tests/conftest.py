@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EAS = [sys.executable, "-m", "eas"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_eas(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):

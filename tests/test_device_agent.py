@@ -7,7 +7,6 @@ import io
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,16 +22,10 @@ from eas.measure.runtime import to_onnx
 from eas_device import client
 from eas_device.agent import Agent, Refusal
 from eas_device.measure import Limits
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_user_error, free_port, run_eas
 
 TOKEN = "test-token-0123456789"
 SMALL = "stem_c8_k3_s2_relu-ds_r1_k3_s1_c16_relu-head_c0_f0_relu_d0"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def onnx_of(genome: str, input_shape=(1, 28, 28)) -> bytes:
@@ -203,9 +196,10 @@ def test_a_device_gone_for_longer_than_the_wait_is_a_clear_error_not_a_hang(agen
 
 
 def test_the_agent_wheel_needs_no_torch(tmp_path):
-    dist = tmp_path / "dist"
+    dist, source = tmp_path / "dist", tmp_path / "eas_device"
+    shutil.copytree(ROOT / "eas_device", source, ignore=shutil.ignore_patterns("__pycache__"))  # builds there
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(dist), str(ROOT / "eas_device")], capture_output=True, text=True)
+                            "-w", str(dist), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("eas_device-*.whl"))
     import zipfile
@@ -287,8 +281,6 @@ def test_a_device_gone_while_the_study_is_set_up_stops_the_search_and_leaves_no_
 
 
 def test_a_search_refuses_an_agent_it_cannot_reach_or_that_refuses_its_token(agent, tmp_path):
-    from tests.conftest import assert_user_error, run_eas
-
     env = {"EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_DEVICE_TOKEN": "wrong"}
     common = ["search", "--space", "tiny", "--data", "digits", "--trials", "1", "--study", "r", "--quiet"]
     assert_user_error(run_eas(*common, "--device", agent.url, env=env, cwd=tmp_path), "refused the token")

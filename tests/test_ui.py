@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from eas.reports.explorer import front_of, trial_rows
 from eas.reports.front import hypervolume, knee, pareto_front
 from eas.study.reader import load_study
-from tests.conftest import ROOT, assert_user_error, run_eas
+from tests.conftest import ROOT, assert_user_error, free_port, run_eas
 
 APP = str(ROOT / "eas" / "ui" / "app.py")
 pytestmark = pytest.mark.slow
@@ -139,12 +139,6 @@ def test_reading_a_study_while_a_search_writes_it(tmp_path):
     assert search.returncode == 0, err
     assert reads >= 5
     assert json.loads(out)["counts"]["failed"] == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.browser

@@ -6,7 +6,6 @@ EAS: only the wheel provides `eas` there."""
 import os
 import shutil
 import site
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,9 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_eas_ui_from_a_built_wheel(tmp_path, small_study):

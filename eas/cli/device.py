@@ -23,7 +23,6 @@ from eas.lazy import lazy_import
 
 agent = lazy_import("eas_device.agent")
 client = lazy_import("eas_device.client")
-measure_limits = lazy_import("eas_device.measure")
 space_files = lazy_import("eas.arch.space")
 datasets = lazy_import("eas.data.datasets")
 runtimes = lazy_import("eas.measure.runtime")
@@ -43,12 +42,8 @@ def serve_command(
                                            max=3600)] = 60.0,
 ) -> None:
     """Serve measurements to searches on this machine (the deployment target): ONNX Runtime only."""
-    token, generated = agent.token_from_environment()
-    if generated:
-        print(f"eas-device: EAS_DEVICE_TOKEN is unset; this agent's token is {token}", file=sys.stderr)
-    limits = measure_limits.Limits(max_model_bytes=int(max_model_mb * 2**20))
     try:
-        agent.serve(agent.Agent(token, limits, measure_timeout=timeout), host, port)
+        agent.serve_from_options(host, port, max_model_mb, timeout)
     except OSError as error:
         raise UserError(f"cannot serve on {host}:{port}: {error.strerror or error}") from None
 

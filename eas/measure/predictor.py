@@ -181,7 +181,8 @@ def _cross_validated(kind: str, x: np.ndarray, y: np.ndarray, seed: int, folds: 
     predicted, measured = [], []
     for fold in range(folds):
         test = order[fold::folds]
-        train = [i for i in order if i not in set(test)]
+        held = set(test)
+        train = [i for i in order if i not in held]
         model = _fit(kind, x[train], y[train], seed)
         predicted.extend(_predict(kind, model, x[test]))
         measured.extend(y[test])
