@@ -48,6 +48,12 @@ SubsetOption = Annotated[int | None, typer.Option("--subset", help="Train on at 
 MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", help="Cap on optimiser steps.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", help="Images per optimiser step.")]
 LrOption = Annotated[float, typer.Option("--lr", help="Peak learning rate.")]
+# The training recipe (eas.training.recipe): `eas train` and `eas verify` take the same options.
+AugmentOption = Annotated[str, typer.Option("--augment", help="auto (suited to the data: shift digits, shift and "
+                                            "flip natural images and clothing), none, shift or standard.")]
+LabelSmoothingOption = Annotated[float, typer.Option("--label-smoothing", help="e.g. 0.1; 0: off.")]
+EmaOption = Annotated[float, typer.Option("--ema", help="Decay of an exponential moving average of the weights, "
+                                          "which are evaluated and kept (e.g. 0.999); 0: off.")]
 PrecisionOption = Annotated[str, typer.Option("--precision", help="auto, fp32, bf16 or fp16.")]
 
 

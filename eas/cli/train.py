@@ -8,9 +8,12 @@ from typing import Annotated
 import typer
 
 from eas.cli.options import (
+    AugmentOption,
     DataOption,
     DeviceOption,
+    EmaOption,
     JsonOption,
+    LabelSmoothingOption,
     MeterOption,
     PrecisionOption,
     QuietOption,
@@ -55,11 +58,9 @@ def train_command(
                                                       "(needed with --nnodes above 1).")] = None,
     max_restarts: Annotated[int, typer.Option("--max-restarts", help="Restarts from the last checkpoint after "
                                               "a process dies.")] = 3,
-    augment: Annotated[str, typer.Option("--augment", help="auto (suited to the data: shift digits, shift and "
-                                         "flip natural images and clothing), none, shift or standard.")] = "none",
-    label_smoothing: Annotated[float, typer.Option("--label-smoothing", help="e.g. 0.1; 0: off.")] = 0.0,
-    ema: Annotated[float, typer.Option("--ema", help="Decay of an exponential moving average of the weights, "
-                                       "which are evaluated and kept (e.g. 0.999); 0: off.")] = 0.0,
+    augment: AugmentOption = "none",
+    label_smoothing: LabelSmoothingOption = 0.0,
+    ema: EmaOption = 0.0,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:

@@ -1,4 +1,5 @@
-"""`eas verify`: retrain a study's Pareto set at a higher fidelity and report how far to trust it."""
+"""`eas verify`: retrain a study's Pareto set at a higher fidelity, beside hand-designed baselines
+trained the same way, and report how far to trust the front and what it is worth."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from eas.cli.options import DeviceOption, JsonOption, StorageOption, StudyArgument, ThreadsOption, emit_json
+from eas.cli.options import (
+    AugmentOption,
+    DeviceOption,
+    EmaOption,
+    JsonOption,
+    LabelSmoothingOption,
+    StorageOption,
+    StudyArgument,
+    ThreadsOption,
+    emit_json,
+)
 
 
 def verify_command(
@@ -15,41 +26,74 @@ def verify_command(
                                      min=1, max=100)] = 5,
     factor: Annotated[float, typer.Option("--factor", help="Train for this many times the study's "
                                           "full-fidelity steps.", min=0.1, max=100.0)] = 3.0,
-    seeds: Annotated[int, typer.Option("--seeds", help="Train each member with this many other seeds "
-                                       "(their spread is reported).", min=1, max=10)] = 1,
+    epochs: Annotated[float | None, typer.Option("--epochs", help="Train this many epochs of the training "
+                                                 "images instead of --factor times the full fidelity.",
+                                                 min=0.01, max=10_000)] = None,
+    subset: Annotated[int | None, typer.Option("--subset", help="Train on at most N images (default: the "
+                                               "study's full fidelity's).", min=2)] = None,
+    seeds: Annotated[int | None, typer.Option("--seeds", help="Train each model with this many other seeds "
+                                              "(their spread is reported); default 2 with baselines, else 1.",
+                                              min=1, max=10)] = None,
+    baselines: Annotated[list[str] | None, typer.Option(
+        "--baselines", help="Hand-designed networks trained beside the front: FAMILY@A,B,C (e.g. "
+        "mobilenet_v3_small@0.5,0.75,1.0; repeat for more families), auto (the families the space "
+        "contains, at 0.35, 0.5, 0.75, 1.0) or none.")] = None,
+    augment: AugmentOption = "none",
+    label_smoothing: LabelSmoothingOption = 0.0,
+    ema: EmaOption = 0.0,
     storage: StorageOption = None,
     device: DeviceOption = "auto",
     threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Retrain the Pareto set longer, with other seeds: rank agreement and who held their place."""
+    """Retrain the Pareto set longer, with other seeds and beside hand-designed baselines: rank
+    agreement, who held their place, and the gain at equal cost."""
+    from eas.errors import UserError
     from eas.study.storage import check_study_name, default_url
 
     check_study_name(study)
     url = storage or default_url(study)
+    import optuna
     import torch
 
+    from eas.arch.space import space_from_definition
     from eas.data.datasets import load_dataset
     from eas.reports.summary import verification_lines
-    from eas.search.verify import verify_front
+    from eas.search.baselines import check_baselines_fit, parse_baselines
+    from eas.search.verify import VerifyPlan, verify_front
     from eas.study import schema
     from eas.study.reader import StudyReader
     from eas.study.storage import open_storage
+    from eas.training.recipe import Recipe
 
+    loaded = StudyReader(url, study).loaded()
+    space = space_from_definition(loaded.settings["space"], source=f"study {study}")
+    names = parse_baselines(baselines or ["auto"], space)
+    seeds = seeds or (2 if names else 1)
+    if names and seeds < 2:
+        raise UserError("a comparison with baselines needs at least 2 seeds (--seeds 2)")
+    recipe = Recipe.parse(augment, label_smoothing, ema, loaded.settings["data"])
     if threads:
         torch.set_num_threads(threads)
-    loaded = StudyReader(url, study).loaded()
     task = load_dataset(loaded.settings["data"], seed=int(loaded.settings.get("seed", 0)))
-
-    def progress(row: dict) -> None:
-        if not as_json:
-            typer.echo(f"trial {row['trial']}: search {row['search_accuracy']:.2%} -> verified "
-                       f"{row['verified_accuracy']:.2%}", err=True)
-
-    result = verify_front(loaded, task, top, factor, seeds, device, on_result=progress)
-    import optuna
-
+    check_baselines_fit(names, task.input_shape, task.num_classes, loaded.settings["data"])
     stored = optuna.load_study(study_name=study, storage=open_storage(url))
+    runs = {k.removeprefix(schema.VERIFY_RUN): v for k, v in stored.user_attrs.items()
+            if k.startswith(schema.VERIFY_RUN)}
+
+    def save_run(key: str, run: dict) -> None:  # each run its own attribute: written at once, never merged
+        stored.set_user_attr(schema.VERIFY_RUN + key, run)
+
+    searched = {r.number: r.value("accuracy") for r in loaded.records}
+
+    def progress(model, stats: dict) -> None:
+        if as_json:
+            return
+        who = model.name or f"trial {model.trial}: search {searched[model.trial]:.2%} ->"
+        typer.echo(f"{who} verified {stats['verified_accuracy']:.2%}", err=True)
+
+    plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset)
+    result = verify_front(loaded, task, plan, runs, save_run, on_result=progress)
     history = stored.user_attrs.get(schema.VERIFICATION)
     stored.set_user_attr(schema.VERIFICATION, [*(history if isinstance(history, list) else [])[-9:], result])
     if as_json:

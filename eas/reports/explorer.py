@@ -42,6 +42,25 @@ def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[
     return rows
 
 
+def verified_rows(verification: dict) -> list[dict]:
+    """The retrained front and the baselines of an `eas verify` result, as plottable rows: verified
+    accuracy with its interval, costs as measured by the verification. Role "retrained" or
+    "baseline" (with its family)."""
+    rows = []
+    groups = (("retrained", verification.get("members", [])), ("baseline", verification.get("baselines", [])))
+    for role, group in groups:
+        for row in group:
+            costs = row.get("costs") if isinstance(row.get("costs"), dict) else {}
+            low, high = row.get("verified_interval") or (math.nan, math.nan)
+            rows.append({"role": role, "label": row.get("name") or f"trial {row.get('trial')}",
+                         "family": row.get("family", "front"), "accuracy": _num(row.get("verified_accuracy")),
+                         "accuracy_low": _num(low), "accuracy_high": _num(high),
+                         **{field: _num(costs.get(field)) for field in (
+                             "macs", "params", "latency_ms", "inference_energy_j_per_1k", "memory_bytes_inference",
+                             "train_energy_j")}})
+    return rows
+
+
 def _reached(record: TrialRecord) -> float:
     rungs = record.attrs.get(schema.RUNGS) or []
     return float(rungs[-1]["rung"]) if rungs else math.nan

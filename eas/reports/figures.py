@@ -74,6 +74,32 @@ def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, thr
     return figure
 
 
+def add_verified(figure: go.Figure, rows: list[dict], x: str, y: str) -> go.Figure:
+    """Overlay `eas verify`'s retrained front and each baseline family (eas.reports.explorer.
+    verified_rows) on a 2-D Pareto figure: lines in cost order, verified accuracies with their
+    95% intervals, so the gain (or its absence) at equal cost shows at a glance."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row[metric(x)] == row[metric(x)] and row[metric(y)] == row[metric(y)]:
+            groups.setdefault("retrained front" if row["role"] == "retrained" else row["family"], []).append(row)
+    for index, (name, group) in enumerate(groups.items()):
+        group.sort(key=lambda r: r[metric(x)])
+        bars = {axis: _error_bars(group) for axis, objective in (("error_x", x), ("error_y", y))
+                if objective == "accuracy"}
+        retrained = name == "retrained front"
+        figure.add_trace(go.Scatter(
+            x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group], name=name, mode="lines+markers",
+            line={"dash": "solid" if retrained else "dot", "color": "#2ca02c" if retrained else
+                  FAMILY_COLOURS[index % len(FAMILY_COLOURS)]},
+            marker={"symbol": "diamond" if retrained else "square", "size": 10}, **bars, hoverinfo="text",
+            text=[f"{html.escape(r['label'])}<br>verified accuracy: {r['accuracy']:.4g}<br>{x}: {r[metric(x)]:.4g}"
+                  f"<br>{y}: {r[metric(y)]:.4g}" for r in group]))
+    return figure
+
+
+FAMILY_COLOURS = ("#9467bd", "#e377c2", "#bcbd22", "#7f7f7f")
+
+
 def parallel_figure(rows: list[dict], objectives: tuple[str, ...]) -> go.Figure:
     front = [r for r in rows if r["pareto"]]
     dimensions = [{"label": name, "values": [r[metric(name)] for r in front]} for name in objectives]

@@ -227,17 +227,75 @@ def run_lines(summary, budget, records, objectives, reference) -> list[str]:
 
 
 def verification_lines(result: dict) -> list[str]:
-    """What `eas verify` found: rank agreement, seed spread, and who held their place."""
+    """What `eas verify` found: rank agreement, seed spread, who held their place, and the front
+    against the hand-designed baselines trained beside it."""
     tau = result.get("kendall_tau")
-    lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:g}x the "
-             f"full fidelity), {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
+    images = f" on {result['train_images']:,} training images" if isinstance(result.get("train_images"), int) else ""
+    lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:.3g}x the "
+             f"full fidelity){images}, {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
              "rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
-             f"held        {result['held']} of {result['of']} members kept their place on the Pareto set", ""]
+             f"held        {result['held']} of {result['of']} members kept their place on the Pareto set"]
+    if isinstance(result.get("recipe"), dict):
+        lines.append("recipe      " + recipe_text(result["recipe"]))
     rows = [[str(r["trial"]), f"{r['search_accuracy']:.2%}", f"{r['verified_accuracy']:.2%}",
              f"{r['verified_accuracy'] - r['search_accuracy']:+.2%}",
              f"{r['seed_spread']:.2%}" if r.get("seed_spread") is not None else "-",
-             "yes" if r["held_place"] else "no", r["genome"]] for r in result["members"]]
-    lines.append(table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "genome"]))
+             "yes" if r["held_place"] else "no", *_cost_cells(r), r["genome"]] for r in result["members"]]
+    lines += ["", table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "MACs", "params",
+                               "latency ms", "genome"])]
+    if result.get("baselines"):
+        lines += ["", *baseline_lines(result["baselines"], result["comparison"])]
+    return lines
+
+
+def recipe_text(recipe: dict) -> str:
+    ema = recipe.get("ema") or 0
+    return (f"augment {recipe.get('augment')}, label smoothing {recipe.get('label_smoothing') or 0:g}, "
+            f"EMA {'off' if not ema else f'{ema:g}'}")
+
+
+def _cost_cells(row: dict) -> list[str]:
+    costs = row.get("costs") if isinstance(row.get("costs"), dict) else {}
+
+    def cell(key: str, shown) -> str:
+        value = costs.get(key)
+        return shown(value) if isinstance(value, (int, float)) and value == value else "-"
+
+    return [cell("macs", human), cell("params", human), cell("latency_ms", lambda v: f"{v:.3g}")]
+
+
+def _points(value) -> str:
+    return f"{value * 100:+.1f} points" if value is not None else "n/a"
+
+
+def baseline_lines(baselines: list[dict], comparison: dict) -> list[str]:
+    """The baselines as verified, and the front against them at equal cost and equal accuracy."""
+    rows = [[b["name"], f"{b['verified_accuracy']:.2%}",
+             f"{b['verified_interval'][0]:.1%}-{b['verified_interval'][1]:.1%}",
+             f"{b['seed_spread']:.2%}" if b.get("seed_spread") is not None else "-", *_cost_cells(b)]
+            for b in baselines]
+    lines = [table(rows, ["baseline", "verified", "95% interval", "seed spread", "MACs", "params", "latency ms"]), ""]
+    summary, volumes = comparison["summary"], comparison["hypervolume"]
+    families = ", ".join(f"{name} {value:.4f}" for name, value in volumes["families"].items())
+    ratio = summary.get("hypervolume_ratio")
+    lines.append(f"hypervolume front {volumes['front']:.4f}, {families}: "
+                 + (f"{ratio:.2f}x the better family" if ratio is not None else "no family inside the reference point"))
+    for name in ("macs", "latency"):
+        label = "MACs" if name == "macs" else "latency"
+        cost_ratio = summary.get(f"{name}_ratio_at_accuracy")
+        lines.append(f"at equal {label}: median accuracy gain {_points(summary.get(f'gain_at_{name}'))}; at equal "
+                     f"accuracy the front needs " + (f"{cost_ratio:.2f}x the {label} (median)" if cost_ratio is not None
+                                                      else "n/a (no member reaches a baseline's accuracy)"))
+    rows = []
+    for member in comparison["members"]:
+        cells = [str(member["trial"])]
+        for at in ("at_macs", "at_latency"):
+            gain = member.get(at)
+            cells += [gain["baseline"], f"{gain['gain'] * 100:+.1f} [{gain['interval'][0] * 100:+.1f}, "
+                      f"{gain['interval'][1] * 100:+.1f}]"] if gain else ["none costs as little", "-"]
+        rows.append(cells)
+    lines += ["", table(rows, ["trial", "best baseline <= its MACs", "gain (points, 95%)",
+                               "best baseline <= its latency", "gain (points, 95%)"])]
     return lines
 
 

@@ -27,6 +27,7 @@ from eas.measure.predictor import Predictor
 from eas.measure.runtime import Runtime, measure
 from eas.objectives import Constraints
 from eas.training.proxy import Fidelity, train
+from eas.training.recipe import Recipe
 from eas.training.step import evaluate_accuracy
 
 Z95 = 1.959964
@@ -186,11 +187,11 @@ class Candidate:
         return None
 
     def train_segment(self, steps: int, segment: int = 0, deadline: float | None = None,
-                      recalibration_images: int = 1024):
+                      recalibration_images: int = 1024, recipe: Recipe = Recipe()):
         """`steps` more optimiser steps from the current weights; returns the TrainResult."""
         result, reading = self._metered("training", lambda: train(
             self.model, self.task.train_x, self.task.train_y, self.fidelity, self.device, self.seed, deadline,
-            steps=steps, segment=segment, recalibration_images=recalibration_images))
+            steps=steps, segment=segment, recalibration_images=recalibration_images, recipe=recipe))
         self.split["training"] -= result.recalibration_seconds
         self.split["recalibration"] += result.recalibration_seconds
         self.trained.add(result, reading.joules)

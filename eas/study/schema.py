@@ -22,6 +22,7 @@ REFERENCE = "eas.reference_point"
 CREATED_BY = "eas.created_by"
 SCHEMA = "eas.schema"
 VERIFICATION = "eas.verification"  # results of `eas verify`, newest last
+VERIFY_RUN = "eas.verify.run."     # + a run key: one model trained by `eas verify` at one seed
 # The worker pool (eas.study.queue): one attribute per kind of writer.
 RUN_BUDGET = "eas.run.budget"        # {"seconds", "trials", "priority"}: eas search / eas resume
 RUN_STARTED = "eas.run.started"      # POSIX time of the first start: the first worker
@@ -71,10 +72,37 @@ def valid_verification(result) -> bool:
         return False
     if result.get("kendall_tau") is not None and not number(result["kendall_tau"]):
         return False
-    return all(isinstance(m, dict) and number(m.get("trial")) and number(m.get("search_accuracy"))
-               and number(m.get("verified_accuracy")) and isinstance(m.get("held_place"), bool)
-               and isinstance(m.get("genome"), str) and (m.get("seed_spread") is None or number(m["seed_spread"]))
-               for m in result["members"])
+    members_ok = all(isinstance(m, dict) and number(m.get("trial")) and number(m.get("search_accuracy"))
+                     and number(m.get("verified_accuracy")) and isinstance(m.get("held_place"), bool)
+                     and isinstance(m.get("genome"), str) and (m.get("seed_spread") is None or number(m["seed_spread"]))
+                     for m in result["members"])
+    return members_ok and _valid_baselines(result.get("baselines", []), result.get("comparison", {}), number)
+
+
+def _valid_baselines(baselines, comparison, number) -> bool:
+    """The baselines of a verification and what was concluded from them, as their readers use them."""
+    def interval(value) -> bool:
+        return isinstance(value, list) and len(value) == 2 and all(number(v) for v in value)
+
+    if not isinstance(baselines, list) or not isinstance(comparison, dict):
+        return False
+    rows_ok = all(isinstance(b, dict) and isinstance(b.get("name"), str) and isinstance(b.get("family"), str)
+                  and number(b.get("verified_accuracy")) and interval(b.get("verified_interval"))
+                  and isinstance(b.get("costs"), dict) for b in baselines)
+    if not rows_ok or not comparison:
+        return rows_ok and not (baselines and not comparison)
+    summary, volumes = comparison.get("summary"), comparison.get("hypervolume")
+    return (isinstance(summary, dict) and all(v is None or number(v) for v in summary.values())
+            and isinstance(volumes, dict) and number(volumes.get("front"))
+            and isinstance(volumes.get("families"), dict) and all(number(v) for v in volumes["families"].values())
+            and isinstance(comparison.get("members"), list) and isinstance(comparison.get("baselines"), list)
+            and all(isinstance(m, dict) and number(m.get("trial")) and all(
+                m.get(at) is None or (isinstance(m[at], dict) and isinstance(m[at].get("baseline"), str)
+                                      and number(m[at].get("gain")) and interval(m[at].get("interval")))
+                for at in ("at_macs", "at_latency")) for m in comparison["members"])
+            and all(isinstance(b, dict) and isinstance(b.get("baseline"), str) and all(
+                b.get(k) is None or number(b[k]) for k in ("macs_ratio", "latency_ratio", "macs_trial",
+                                                           "latency_trial")) for b in comparison["baselines"]))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from torch import nn
 
 from eas import interrupt
 from eas.errors import UserError
+from eas.training.recipe import Recipe, WeightAverage, augment_batch, batch_generator
 from eas.training.step import MIN_BATCH, TrainStep, batches, recalibrate_batchnorm, resolve_precision, warmup_cosine
 
 MAX_EPOCHS = 10_000
@@ -100,12 +101,14 @@ class TrainResult:
 
 def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fidelity: Fidelity,
           device: torch.device, seed: int = 0, deadline: float | None = None, steps: int | None = None,
-          segment: int = 0, recalibration_images: int = 1024) -> TrainResult:
+          segment: int = 0, recalibration_images: int = 1024, recipe: Recipe = Recipe()) -> TrainResult:
     """Train `model` in place: `steps` optimiser steps (default: the fidelity's) with a fresh
     optimiser and a warm-up + cosine schedule over those steps. A multi-fidelity rung continues
     training an earlier rung's weights as a new `segment` (a warm restart); its data order and
     randomness follow (seed, segment) only, so a segment resumed on another worker trains the
-    same way. `deadline` is a time.monotonic() value."""
+    same way. `deadline` is a time.monotonic() value. `recipe` (augmentation, label smoothing,
+    weight averaging) is what `eas verify` trains every model of a comparison with; the search's
+    own proxy training uses none of it."""
     if steps is not None and steps < 1:
         raise ValueError(f"train() needs at least one step (got {steps}); None means the fidelity's")
     torch.manual_seed(seed * 1009 + segment)
@@ -124,7 +127,10 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
     train_x, train_y = train_x.to(device), train_y.to(device)
     optimizer = OPTIMIZERS[fidelity.optimizer](model.parameters(), fidelity)
     schedule = warmup_cosine(optimizer, total_steps)
-    step = TrainStep(model, optimizer, device, precision, memory_format)
+    loss = None if not recipe.label_smoothing else (lambda logits, targets, inputs: nn.functional.cross_entropy(
+        logits, targets, label_smoothing=recipe.label_smoothing))
+    step = TrainStep(model, optimizer, device, precision, memory_format, loss=loss)
+    average = WeightAverage(model, recipe.ema) if recipe.ema else None
     order = batches(n, fidelity.batch_size, generator)
 
     started = time.perf_counter()
@@ -134,13 +140,20 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
         if deadline is not None and time.monotonic() > deadline:
             raise TrialTimeout(f"cut by the time limit after {step_index} of {total_steps} steps")
         index = next(order).to(device)
-        loss_value = step(train_x[index], train_y[index])
+        x = train_x[index]
+        if recipe.augment != "none":
+            x = augment_batch(x, recipe.augment, batch_generator(device, seed * 1009 + segment, step_index, 0))
+        loss_value = step(x, train_y[index])
+        if average is not None:
+            average.update(model, step_index)
         schedule.step()
         images += len(index)
         if not math.isfinite(loss_value):
             return TrainResult(time.perf_counter() - started, step_index + 1, images / n, images,
                                loss_value, precision, channels_last, step.micro_batch or fidelity.batch_size,
                                diverged=f"loss became {loss_value} at step {step_index + 1}")
+    if average is not None:
+        average.swap(model)  # the averaged weights are the ones kept, their BatchNorm recalibrated
     recalibration_started = time.perf_counter()
     recalibrate_batchnorm(model, train_x, memory_format, images=recalibration_images,
                           batch_size=min(128, step.micro_batch or 128))

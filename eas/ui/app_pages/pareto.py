@@ -1,7 +1,14 @@
 import streamlit as st
 
-from eas.reports.explorer import FILTER_METRICS, filtered_front, front_of, markdown_text, objective_label
-from eas.reports.figures import metric, parallel_figure, pareto_figure
+from eas.reports.explorer import (
+    FILTER_METRICS,
+    filtered_front,
+    front_of,
+    markdown_text,
+    objective_label,
+    verified_rows,
+)
+from eas.reports.figures import add_verified, metric, parallel_figure, pareto_figure
 from eas.reports.front import knee
 from eas.reports.summary import PARETO_HEADERS, pareto_rows, predictor_lines, runtime_lines
 from eas.ui.common import selected_study
@@ -25,6 +32,9 @@ with left:
     size = st.selectbox("marker size", ["(none)", *objectives])
     three_d = st.toggle("3-D view", value=False, disabled=len(objectives) < 3)
     z = st.selectbox("z axis", objectives, index=min(2, len(objectives) - 1)) if three_d else None
+    latest = study.verification[-1] if study.verification else None
+    overlay = latest is not None and not three_d and st.toggle(
+        "retrained front and baselines (eas verify)", value=bool(latest.get("baselines")), key="verified_overlay")
     st.subheader("Limits")
     limits = {}
     for field, label in FILTER_METRICS.items():
@@ -37,6 +47,8 @@ with left:
             limits[field] = chosen
 with right:
     figure = pareto_figure(rows, x, y, None if size == "(none)" else size, z)
+    if overlay:
+        figure = add_verified(figure, verified_rows(latest), x, y)
     st.plotly_chart(figure, width="stretch", key="pareto_chart")
 
 front = filtered_front(front_of(study.records, rows, objectives), limits)

@@ -3,7 +3,7 @@ import streamlit as st
 from eas.reports.explorer import markdown_text
 from eas.reports.figures import history_figure
 from eas.reports.front import footprint, rank_agreement, rung_counts, time_split_total
-from eas.reports.summary import split_text
+from eas.reports.summary import baseline_lines, split_text
 from eas.ui.common import cached_history, selected_study
 from eas.units import format_duration
 
@@ -54,3 +54,6 @@ if study.verification:
     st.dataframe([{k: m.get(k) for k in ("trial", "search_accuracy", "verified_accuracy", "seed_spread",
                                          "held_place")} for m in latest.get("members", []) if isinstance(m, dict)],
                  hide_index=True, width="stretch", key="verification_table")
+    if latest.get("baselines"):
+        st.subheader("The front against the hand-designed baselines")
+        st.code("\n".join(baseline_lines(latest["baselines"], latest["comparison"])), language=None)
