@@ -165,13 +165,14 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     assert_user_error(run_eas("verify", "s", "--baselines", "mobilenet_v2@abc", env=env, cwd=tmp_path), "abc")
     args = ["verify", "s", "--top", "2", "--factor", "3", "--baselines", "mobilenet_v3_small@0.35",
             "--augment", "auto", "--json"]
+    earlier = _stored_runs(studies / "s.db")  # another test's plain verify of the shared study may have stored some
     process = subprocess.Popen([*EAS, *args], cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-    while not _stored_runs(studies / "s.db") and process.poll() is None:
+    while len(_stored_runs(studies / "s.db")) == len(earlier) and process.poll() is None:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.communicate()
-    before = _stored_runs(studies / "s.db")
+    before = {k: v for k, v in _stored_runs(studies / "s.db").items() if k not in earlier}
     assert before, "the verify stopped before storing any run"
 
     resumed = run_eas(*args, env=env, cwd=tmp_path)
@@ -182,7 +183,7 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     assert found["reused"] >= len(before)
     after = _stored_runs(studies / "s.db")
     assert {k: after[k] for k in before} == before  # nothing finished was trained again or overwritten
-    assert len(after) == 2 * models
+    assert len(after) - len(earlier) == 2 * models
     assert found["recipe"]["augment"] == "shift"  # auto on digits: shifted, never flipped
     baseline = found["baselines"][0]
     assert baseline["name"] == "mobilenet_v3_small@0.35" and baseline["seeds"] == 2
