@@ -23,24 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-EAS = [sys.executable, "-m", "eas"]
+from knee import eas
+
+from eas.reports.summary import verification_lines
+from eas.units import table
+
 STUDY = "front-vs-handmade"
 FAMILIES = ("mobilenet_v3_small@0.35,0.5,0.75,1.0", "mobilenet_v2@0.35,0.5,0.75,1.0")
 GOALS = {"hypervolume_ratio": 1.05, "gain_at_latency": 0.01, "latency_ratio_at_accuracy": 0.6}
-
-
-def eas(*args: str, work: Path) -> str:
-    env = {**os.environ, "EAS_STUDIES_DIR": str(work / "studies")}
-    done = subprocess.run([*EAS, *args], cwd=work, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"eas {' '.join(args)} failed: {done.stderr.strip()[-800:]}")
-    return done.stdout
 
 
 def searched(work: Path, budget: str) -> float:
@@ -49,7 +42,7 @@ def searched(work: Path, budget: str) -> float:
         return 0.0
     started = time.perf_counter()
     eas("search", "--space", "mobile", "--data", "fashion-mnist", "--budget", budget, "--max-macs", "20M",
-        "--epochs", "1", "--subset", "9000", "--study", STUDY, "--quiet", work=work)
+        "--epochs", "1", "--subset", "9000", "--study", STUDY, "--quiet", cwd=work)
     return time.perf_counter() - started
 
 
@@ -65,14 +58,6 @@ def cells(row: dict, label: str) -> list[str]:
             f"{row['seed_spread']:.1%}" if row.get("seed_spread") is not None else "-",
             number("macs", ",.0f"), number("params", ",.0f"), number("latency_ms", ".3f"),
             number("inference_energy_j_per_1k", ".3g")]
-
-
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(str(h).rjust(w) for h, w in zip(headers, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
 
 
 def verdict(summary: dict) -> list[str]:
@@ -110,9 +95,9 @@ def main() -> None:
     started = time.perf_counter()
     found = json.loads(eas("verify", STUDY, "--top", options.top, "--epochs", options.epochs, "--subset",
                            options.subset, "--seeds", options.seeds, "--augment", "auto", "--label-smoothing", "0.1",
-                           *(f for family in FAMILIES for f in ("--baselines", family)), "--json", work=work))
+                           *(f for family in FAMILIES for f in ("--baselines", family)), "--json", cwd=work))
     verify_seconds = time.perf_counter() - started
-    shown = json.loads(eas("show", STUDY, "--json", work=work))
+    shown = json.loads(eas("show", STUDY, "--json", cwd=work))
     print(f"search: {options.budget} budget ({search_seconds / 60:.0f} min here), "
           f"{shown.get('counts', {}).get('complete', '?')} trials; verify: {found['steps']} steps x batch 128 on "
           f"{found['train_images']:,} images ({options.epochs} epochs), {found['seeds']} seeds, recipe "
@@ -127,9 +112,7 @@ def main() -> None:
     print("hypervolume (study objectives, its reference point): front "
           f"{volumes['front']:.4f}; " + "; ".join(f"{k} {v:.4f}" for k, v in volumes["families"].items()))
     print("\n".join(verdict(comparison["summary"])))
-    runtime = found["members"][0]["costs"].get("latency_runtime") or {}
-    print(f"latency: {runtime.get('runtime')} ({runtime.get('provider')}), {runtime.get('threads')} thread(s), "
-          f"batch 1, {runtime.get('device', '')}")
+    print(next((line for line in verification_lines(found) if line.startswith("timed")), ""))
     out = Path(options.out) if options.out else work / "result.json"
     out.write_text(json.dumps({"search_seconds": search_seconds, "verify_seconds": verify_seconds,
                                "verification": found}, indent=1))

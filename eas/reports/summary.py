@@ -235,6 +235,10 @@ def verification_lines(result: dict) -> list[str]:
              f"full fidelity){images}, {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
              "rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
              f"held        {result['held']} of {result['of']} members kept their place on the Pareto set"]
+    costs = result["members"][0].get("costs") if result["members"] else None
+    if isinstance(costs, dict) and isinstance(costs.get("latency_runtime"), dict):
+        lines.append(f"timed       all together after training, in {runtime_text(costs['latency_runtime'])}; "
+                     f"energy {printable(costs.get('energy_source') or 'unknown')}")
     if isinstance(result.get("recipe"), dict):
         lines.append("recipe      " + recipe_text(result["recipe"]))
     rows = [[str(r["trial"]), f"{r['search_accuracy']:.2%}", f"{r['verified_accuracy']:.2%}",

@@ -89,8 +89,8 @@ def _valid_baselines(baselines, comparison, number) -> bool:
     rows_ok = all(isinstance(b, dict) and isinstance(b.get("name"), str) and isinstance(b.get("family"), str)
                   and number(b.get("verified_accuracy")) and interval(b.get("verified_interval"))
                   and isinstance(b.get("costs"), dict) for b in baselines)
-    if not rows_ok or not comparison:
-        return rows_ok and not (baselines and not comparison)
+    if not rows_ok or not comparison:  # no conclusions are fine only where there are no baselines
+        return rows_ok and not baselines
     summary, volumes = comparison.get("summary"), comparison.get("hypervolume")
     return (isinstance(summary, dict) and all(v is None or number(v) for v in summary.values())
             and isinstance(volumes, dict) and number(volumes.get("front"))
