@@ -26,7 +26,7 @@ GENOME = ("stem_c16_k3_s1_relu6-ir_r1_k3_s2_e4_c24_relu6-ir_r2_k3_s2_e4_c48_se_h
           "ir_r2_k5_s2_e4_c64_hswish-head_c256_f0_hswish_d0.1")
 
 
-def plain_loop(model, x, y, batch_size, epochs=1.0):
+def plain_loop(model, x, y, batch_size, epochs=1.0, device=torch.device("cpu")):
     """The baseline a notebook would write: eager, NCHW, AdamW, fixed order per epoch."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss()
@@ -36,8 +36,10 @@ def plain_loop(model, x, y, batch_size, epochs=1.0):
     for step in range(steps):
         start = (step * batch_size) % len(y)
         optimizer.zero_grad()
-        loss_fn(model(x[start:start + batch_size]), y[start:start + batch_size]).backward()
+        loss_fn(model(x[start:start + batch_size].to(device)), y[start:start + batch_size].to(device)).backward()
         optimizer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - started, steps * batch_size
 
 
@@ -45,20 +47,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (scripts/gpu-check.sh)")
     args = parser.parse_args()
+    device = torch.device(args.device)
     try:
         task = load_dataset("fashion-mnist")
     except Exception:  # fall back to a dataset every install has
         task = load_dataset("digits")
-    x, y = task.train_x[: args.images], task.train_y[: args.images]
+    x, y = task.train_x.subset(slice(0, args.images)), task.train_y[: args.images]
     shape = task.input_shape
     fidelity = Fidelity(epochs=1, batch_size=128)
     baseline, eas_rate, recalibration = [], [], []
     for repeat in range(args.repeats):
         torch.manual_seed(repeat)
-        seconds, images = plain_loop(build(GENOME, shape, 10), x, y, 128)
+        seconds, images = plain_loop(build(GENOME, shape, 10).to(device), x, y, 128, device=device)
         baseline.append(images / seconds)
-        result = train(build(GENOME, shape, 10), x, y, fidelity, torch.device("cpu"), seed=repeat)
+        result = train(build(GENOME, shape, 10), x, y, fidelity, device, seed=repeat)
         # Throughput of the training steps; the BatchNorm recalibration after them (which the
         # plain loop does not do at all) is reported on its own line.
         eas_rate.append(result.images / (result.seconds - result.recalibration_seconds))
@@ -66,7 +70,7 @@ def main() -> None:
     # Median of alternating runs: this machine's two cores are shared and noisy.
     base, ours = statistics.median(baseline), statistics.median(eas_rate)
 
-    meter, _ = make_meter("auto")
+    meter, _ = make_meter("auto", cuda=device.type == "cuda")
     reads = 1000
     started = time.perf_counter()
     for _ in range(reads):
@@ -76,7 +80,8 @@ def main() -> None:
     # A trial opens two windows (training, inference energy).
     overhead = 2 * per_window / trial_seconds
 
-    print(f"model {GENOME}\ndata {task.name}, {len(y)} images, batch 128, {torch.get_num_threads()} threads\n")
+    print(f"model {GENOME}\ndata {task.name}, {len(y)} images, batch 128, {args.device}, "
+          f"{torch.get_num_threads()} threads\n")
     print(table([
         ["plain eager NCHW loop (baseline)", f"{base:.0f}", "1.00x"],
         ["eas.training.proxy training steps (channels_last, ...)", f"{ours:.0f}", f"{ours / base:.2f}x"],

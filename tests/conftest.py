@@ -1,13 +1,22 @@
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EAS = [sys.executable, "-m", "eas"]
+
+# The test session decodes datasets into its own cache (its subprocesses inherit it), so a
+# user's ~/.cache/eas is never filled with the tests' throwaway folders.
+if "EAS_DATA_DIR" not in os.environ:
+    os.environ["EAS_DATA_DIR"] = tempfile.mkdtemp(prefix="eas-test-data-")
+    atexit.register(shutil.rmtree, os.environ["EAS_DATA_DIR"], True)
 
 
 def free_port() -> int:

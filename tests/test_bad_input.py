@@ -82,15 +82,19 @@ def test_whole_float_labels_are_accepted(tmp_path):
     assert task.num_classes == 3
 
 
-def test_an_image_decompression_bomb_is_refused(tmp_path):
+def test_an_image_decompression_bomb_is_never_decoded(tmp_path, capsys):
     for label in ("a", "b"):
         (tmp_path / "images" / label).mkdir(parents=True)
-        Image.new("L", (8, 8)).save(tmp_path / "images" / label / "ok.png")
+        for i in range(6):
+            Image.new("L", (8, 8)).save(tmp_path / "images" / label / f"ok{i}.png")
     bomb = io.BytesIO()
     Image.new("1", (20000, 20000)).save(bomb, format="PNG")  # ~50 kB that decode to 400 Mpixel
     (tmp_path / "images" / "a" / "bomb.png").write_bytes(bomb.getvalue())
     with pytest.raises(UserError, match="bomb.png"):
-        load_dataset(f"imagefolder:{tmp_path / 'images'}")
+        load_dataset(f"imagefolder:{tmp_path / 'images'}", strict=True)
+    task = load_dataset(f"imagefolder:{tmp_path / 'images'}")  # skipped, and said so
+    assert len(task.train_y) + len(task.val_y) + len(task.test_y) == 12
+    assert "skipped 1 files" in capsys.readouterr().err
 
 
 def test_arch_json_with_a_bad_class_count(tmp_path):

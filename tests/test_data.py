@@ -16,7 +16,7 @@ def test_digits_split_is_deterministic_and_normalised_with_train_statistics():
     assert a.input_shape == (1, 8, 8) and a.num_classes == 10
     assert len(a.train_y) + len(a.val_y) + len(a.test_y) == 1797
     assert (a.val_y == b.val_y).all() and not (a.val_y == c.val_y).all()
-    assert abs(float(a.train_x.mean())) < 1e-3 and abs(float(a.train_x.std()) - 1) < 0.01
+    assert abs(float(a.train_x[:].mean())) < 1e-3 and abs(float(a.train_x[:].std()) - 1) < 0.01
 
 
 @pytest.mark.skipif(not data_module.FASHION_MNIST_SYSTEM.exists(), reason="dataset-fashion-mnist not installed")
@@ -32,7 +32,7 @@ def test_fashion_mnist_missing_everywhere_names_all_three_places(tmp_path, monke
     monkeypatch.setattr(data_module, "FASHION_MNIST_URL", "http://127.0.0.1:9/")
     monkeypatch.setenv("EAS_DATA_DIR", str(tmp_path / "cache"))
     with pytest.raises(DataError) as error:
-        data_module._fashion_mnist("", None)
+        data_module._fashion_mnist("")
     message = str(error.value)
     assert "system" in message and "cache" in message and "127.0.0.1:9" in message
     assert "apt-get install dataset-fashion-mnist" in message
@@ -49,9 +49,9 @@ def test_fashion_mnist_from_the_user_cache(tmp_path, monkeypatch):
         (cache / f"{split}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(bytes(8) + labels.tobytes()))
     monkeypatch.setattr(data_module, "FASHION_MNIST_SYSTEM", tmp_path / "absent")
     monkeypatch.setenv("EAS_DATA_DIR", str(tmp_path / "cache"))
-    raw = data_module._fashion_mnist("", None)
+    raw = data_module._fashion_mnist("")
     assert raw.train_x.shape == (50, 1, 28, 28) and raw.test_y.tolist()[:3] == [0, 1, 2]
-    assert raw.train_x.max() <= 1.0
+    assert raw.train_x.dtype == np.uint8 and raw.scale == 1 / 255
 
 
 def write_cifar10(folder: Path, per_batch: int = 20) -> None:
@@ -107,8 +107,11 @@ def test_imagefolder_and_its_errors(tmp_path):
         load_dataset(f"imagefolder:{tmp_path / 'imgs'}")
     assert load_dataset(f"imagefolder:{tmp_path / 'imgs'}", resolution=8).input_shape == (3, 8, 8)
     (tmp_path / "imgs" / "dogs" / "broken.png").write_bytes(b"not an image")
-    with pytest.raises(DataError, match="broken.png"):
-        load_dataset(f"imagefolder:{tmp_path / 'imgs'}", resolution=8)
+    (tmp_path / "imgs" / "dogs" / "empty.jpg").write_bytes(b"")
+    skipped = load_dataset(f"imagefolder:{tmp_path / 'imgs'}", resolution=8)
+    assert len(skipped.train_y) + len(skipped.val_y) + len(skipped.test_y) == 13  # 12 + big.png
+    with pytest.raises(DataError, match="2 files cannot be read.*--strict"):
+        load_dataset(f"imagefolder:{tmp_path / 'imgs'}", resolution=8, strict=True)
 
 
 def test_npz_layouts(tmp_path):

@@ -16,7 +16,9 @@ from eas.cli.options import (
     MaxStepsOption,
     MeterOption,
     PrecisionOption,
+    ResolutionOption,
     SeedOption,
+    StrictOption,
     SubsetOption,
     ThreadsOption,
     emit_json,
@@ -37,8 +39,8 @@ def evaluate_command(
     meter: MeterOption = "auto",
     seed: SeedOption = 0,
     threads: ThreadsOption = None,
-    resolution: Annotated[int | None, typer.Option("--resolution", help="Resize images (imagefolder).",
-                                                   min=1, max=4096)] = None,
+    resolution: ResolutionOption = None,
+    strict: StrictOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train a candidate briefly and measure accuracy, cost, latency and energy."""
@@ -54,7 +56,7 @@ def evaluate_command(
 
     if threads:
         torch.set_num_threads(threads)
-    task = load_dataset(data, seed=seed, resolution=resolution)
+    task = load_dataset(data, seed=seed, resolution=resolution, strict=strict)
     metrics = evaluate(arch, task, fidelity, device=device, seed=seed, meter=meter)
     if as_json:
         emit_json({**metrics.to_dict(), "data": task.describe()})

@@ -20,7 +20,12 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress di
 InputOption = Annotated[str, typer.Option("--input", help="Input shape CxHxW, e.g. 3x32x32.")]
 ClassesOption = Annotated[int, typer.Option("--classes", help="Number of classes.", min=2)]
 DataOption = Annotated[str, typer.Option("--data", help="digits, fashion-mnist, cifar10:PATH, cifar100:PATH, "
-                                         "imagefolder:PATH or npz:PATH.")]
+                                         "imagefolder:PATH (decoded once into a cache) or npz:PATH.")]
+ResolutionOption = Annotated[int | None, typer.Option("--resolution", help="Image folders: resize the short side "
+                                                    "to this, centre-crop a square (stored in the study).",
+                                                    min=1, max=4096)]
+StrictOption = Annotated[bool, typer.Option("--strict", help="Refuse a dataset with unreadable files instead of "
+                                            "skipping them.")]
 DeviceOption = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")]
 MeterOption = Annotated[str, typer.Option("--meter", help="Energy meter: auto, nvml, rapl or estimated.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Random seed (data split, initialisation, sampler).",

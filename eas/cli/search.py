@@ -29,8 +29,10 @@ from eas.cli.options import (
     PrecisionOption,
     PriorityOption,
     QuietOption,
+    ResolutionOption,
     SeedOption,
     StorageOption,
+    StrictOption,
     ThreadsOption,
     TrialsOption,
     TrialTimeoutOption,
@@ -186,6 +188,8 @@ def search_command(
     budget: BudgetOption = None,
     trials: TrialsOption = None,
     data: DataOption = "fashion-mnist",
+    resolution: ResolutionOption = None,
+    strict: StrictOption = False,
     objectives: Annotated[str, typer.Option("--objectives", help="Comma-separated: accuracy, macs, params, "
                                             "energy, latency, memory, train_energy.")] = "accuracy,macs,params,energy",
     max_macs: MaxMacsOption = None,
@@ -239,7 +243,8 @@ def search_command(
 ) -> None:
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
     request = SearchRequest.from_options(
-        space=space, budget=budget, trials=trials, data=data, objectives=objectives, max_macs=max_macs,
+        space=space, budget=budget, trials=trials, data=data, resolution=resolution,
+        strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
@@ -299,14 +304,15 @@ class SearchRequest:
                                          o["precision"])
         timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
         space = space_files.load_space(o["space"])
-        datasets.parse_spec(o["data"])
+        o = {**o, "data": datasets.with_resolution(o["data"], o["resolution"])}  # the spec the study stores
+        scheme, _, _ = datasets.parse_spec(o["data"])
         target = o["device"] if o["device"].startswith(("http://", "https://")) else None
         if target:  # candidates train here; their latency and inference energy are measured on the target
             o = {**o, "device": "auto"}
         runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"], target)
         if o["predictor"] is not None:
             runtime = runtimes.with_predictor(runtime, o["predictor"])
-        name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{o['data'].split(':')[0]}")
+        name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{scheme}")
         return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
                    runtime, o)
 
@@ -329,7 +335,7 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     stored settings differ) and save this run's budget into it."""
     o = request.options
     torch_device = devices.resolve_device(o["device"])
-    task = datasets.load_dataset(o["data"], seed=o["seed"])
+    task = datasets.load_dataset(o["data"], seed=o["seed"], strict=o["strict"])
     ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
     space = request.space.for_task(task.input_shape)
     runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes)

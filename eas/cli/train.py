@@ -17,7 +17,9 @@ from eas.cli.options import (
     MeterOption,
     PrecisionOption,
     QuietOption,
+    ResolutionOption,
     SeedOption,
+    StrictOption,
     emit_json,
 )
 
@@ -25,6 +27,8 @@ from eas.cli.options import (
 def train_command(
     folder: Annotated[Path, typer.Argument(help="A folder written by `eas export`.")],
     data: DataOption = "fashion-mnist",
+    resolution: ResolutionOption = None,
+    strict: StrictOption = False,
     epochs: Annotated[int, typer.Option("--epochs", min=1, max=100_000)] = 30,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="Images per optimiser step (default: "
                                                    "the one the search chose, else 128).")] = None,
@@ -83,11 +87,12 @@ def train_command(
         check_teacher(document, teacher)
     searched = document.get("training") or {}
     plan = TrainPlan(**options, **{**searched, **given})
-    from eas.data.datasets import load_dataset
+    from eas.data.datasets import load_dataset, with_resolution
     from eas.training.full import train_exported
     from eas.training.green import report_lines
 
-    task = load_dataset(data, seed=seed)
+    data = with_resolution(data, resolution)
+    task = load_dataset(data, seed=seed, strict=strict)
     if nproc * nnodes == 1:
         report = train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
     else:

@@ -1,18 +1,24 @@
-"""Datasets as in-memory tensors, with deterministic splits and train-set normalisation.
+"""Datasets decoded once into a disk cache, split deterministically, normalised a batch at a time.
 
 A dataset is named by a spec: `digits`, `fashion-mnist`, `cifar10:PATH`, `cifar100:PATH`,
-`imagefolder:PATH` or `npz:PATH`. One loader per scheme, in one dispatch table. Every loader
-returns raw arrays (N, C, H, W) and integer labels; `load_dataset` splits and normalises.
+`imagefolder:PATH` or `npz:PATH`; `imagefolder@160:PATH` asks for a resolution (short side resized
+to 160, centre-cropped). One source per scheme, in one dispatch table: what identifies it (for the
+cache key) and how it is written into the cache. The array sources return raw arrays (N, C, H, W)
+as stored (uint8 for images) with the scale that brings them to [0, 1]; image folders stream into
+the cache from worker processes. `load_dataset` opens the cache, splits and computes the
+normalisation from the training split; batches are read and normalised where they are used
+(eas.data.images).
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.metadata
 import math
 import os
 import pickle
+import sys
 import urllib.request
-import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,10 +28,13 @@ import numpy as np
 import torch
 
 from eas.arch.bounds import MAX_CLASSES, MAX_SIDE, check_shape
+from eas.data import DataError
+from eas.data import imagefolder as image_folders
+from eas.data.cache import Writer, cache_key, cache_root, cached
+from eas.data.images import Images, PixelFile, rows_per_read
 from eas.errors import UserError
 from eas.lazy import lazy_import
 
-Image = lazy_import("PIL.Image")
 sklearn_datasets = lazy_import("sklearn.datasets")
 
 FASHION_MNIST_SYSTEM = Path("/usr/share/datasets/fashion-mnist")
@@ -38,29 +47,28 @@ FASHION_MNIST_FILES = {
 
 MIN_SAMPLES = 10  # enough for a training, a validation and a test split
 MAX_PIXEL = 65535.0  # 16-bit images at most; a larger pixel value (1e30) is junk, not an image
-
-
-class DataError(UserError):
-    """A dataset that cannot be found or read."""
+STATISTICS_BYTES = 256 << 20  # the normalisation reads at most this much of the training split
 
 
 @dataclass(frozen=True)
 class RawData:
-    """Arrays as read from disk: x (N, C, H, W) float32 in [0, 1], y (N,) int64."""
+    """Arrays as read from disk: x (N, C, H, W) as stored (uint8 for images; x * scale is in
+    [0, 1] for images), y (N,) int64."""
 
     train_x: np.ndarray
     train_y: np.ndarray
     test_x: np.ndarray | None
     test_y: np.ndarray | None
     classes: tuple[str, ...]
+    scale: float = 1 / 255
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """Normalised float32 tensors, split into train / validation / test."""
+    """Splits of a cached dataset: Images (normalised a batch at a time) and int64 label tensors."""
 
     name: str
-    train_x: object  # torch.Tensor (N, C, H, W)
+    train_x: Images  # (N, C, H, W)
     train_y: object
     val_x: object
     val_y: object
@@ -86,10 +94,10 @@ class Dataset:
 
 # -- loaders -------------------------------------------------------------------------------
 
-def _digits(_: str, resolution: int | None) -> RawData:
+def _digits(_: str) -> RawData:
     bunch = sklearn_datasets.load_digits()
-    x = (bunch.images.astype(np.float32) / 16.0)[:, None]
-    return RawData(x, bunch.target.astype(np.int64), None, None, tuple(str(i) for i in range(10)))
+    x = bunch.images.astype(np.uint8)[:, None]  # 17 grey levels, 0..16
+    return RawData(x, bunch.target.astype(np.int64), None, None, tuple(str(i) for i in range(10)), scale=1 / 16)
 
 
 def _read_idx(path: Path, offset: int) -> np.ndarray:
@@ -101,9 +109,7 @@ def _read_idx(path: Path, offset: int) -> np.ndarray:
 
 
 def fashion_mnist_cache() -> Path:
-    base = os.environ.get("EAS_DATA_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "eas")
-    return Path(base) / "fashion-mnist"
+    return cache_root().parent / "fashion-mnist"
 
 
 def _find_fashion_mnist() -> Path:
@@ -128,14 +134,13 @@ def _find_fashion_mnist() -> Path:
             f"download from {FASHION_MNIST_URL} failed ({getattr(error, 'reason', error)})") from None
 
 
-def _fashion_mnist(_: str, resolution: int | None) -> RawData:
+def _fashion_mnist(_: str) -> RawData:
     folder = _find_fashion_mnist()
     arrays = {}
     for key, name in FASHION_MNIST_FILES.items():
         is_images = key.endswith("_x")
         values = _read_idx(folder / name, 16 if is_images else 8)
-        arrays[key] = (values.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0 if is_images
-                       else values.astype(np.int64))
+        arrays[key] = values.reshape(-1, 1, 28, 28) if is_images else values.astype(np.int64)
     classes = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker",
                "bag", "ankle-boot")
     return RawData(arrays["train_x"], arrays["train_y"], arrays["test_x"], arrays["test_y"], classes)
@@ -167,12 +172,12 @@ def load_numpy_pickle(path: Path) -> dict:
         raise DataError(f"cannot read {path}: {error}") from None
 
 
-def _cifar(kind: str) -> Callable[[str, int | None], RawData]:
+def _cifar(kind: str) -> Callable[[str], RawData]:
     files = {"cifar10": ([f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], b"labels",
                          "batches.meta", b"label_names"),
              "cifar100": (["train"], ["test"], b"fine_labels", "meta", b"fine_label_names")}[kind]
 
-    def load(path: str, resolution: int | None) -> RawData:
+    def load(path: str) -> RawData:
         train_files, test_files, label_key, meta_file, names_key = files
         folder = Path(path)
         if not folder.is_dir():
@@ -193,7 +198,7 @@ def _cifar(kind: str) -> Callable[[str, int | None], RawData]:
                     raise DataError(f"{where}: {label_key!r} must list one label per image ({len(data)} images)")
                 xs.append(data.reshape(-1, 3, 32, 32))
                 ys.append(integer_labels(np.asarray(labels), str(where)))
-            return np.concatenate(xs).astype(np.float32) / 255.0, np.concatenate(ys)
+            return np.concatenate(xs), np.concatenate(ys)
 
         train_x, train_y = read(train_files)
         test_x, test_y = read(test_files)
@@ -205,45 +210,6 @@ def _cifar(kind: str) -> Callable[[str, int | None], RawData]:
         return RawData(train_x, train_y, test_x, test_y, classes)
 
     return load
-
-
-def _imagefolder(path: str, resolution: int | None) -> RawData:
-    root = Path(path)
-    if not root.is_dir():
-        raise DataError(f"imagefolder: {root} is not a folder")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
-    if len(classes) < 2:
-        raise DataError(f"imagefolder: {root} needs at least two class sub-folders")
-    suffixes = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
-    images, labels, size, mode = [], [], None, None
-    for label, name in enumerate(classes):
-        for file in sorted((root / name).rglob("*")):
-            if file.suffix.lower() not in suffixes:
-                continue
-            try:
-                with warnings.catch_warnings():
-                    # A decompression bomb (a small file that expands to gigapixels) is an error.
-                    warnings.simplefilter("error", Image.DecompressionBombWarning)
-                    with Image.open(file) as image:
-                        image.load()
-            except (OSError, Image.UnidentifiedImageError, Image.DecompressionBombError,
-                    Image.DecompressionBombWarning) as error:
-                raise DataError(f"imagefolder: cannot read image {file}: {error}") from None
-            mode = mode or ("L" if image.mode in ("L", "1", "I;16") else "RGB")
-            image = image.convert(mode)
-            if resolution:
-                image = image.resize((resolution, resolution))
-            elif size is None:
-                size = image.size
-            elif image.size != size:
-                raise DataError(f"imagefolder: images of mixed sizes ({file} is {image.size[0]}x"
-                                f"{image.size[1]}, others {size[0]}x{size[1]}); pass a resolution")
-            array = np.asarray(image, dtype=np.float32) / 255.0
-            images.append(array[None] if array.ndim == 2 else array.transpose(2, 0, 1))
-            labels.append(label)
-    if not images:
-        raise DataError(f"imagefolder: no images found under {root}")
-    return RawData(np.stack(images), np.asarray(labels, dtype=np.int64), None, None, tuple(classes))
 
 
 def _check_npz_headers(path: str) -> None:
@@ -265,7 +231,7 @@ def _check_npz_headers(path: str) -> None:
         raise DataError(f"npz: cannot read {path}: {str(error)[:200]}") from None
 
 
-def _npz(path: str, resolution: int | None) -> RawData:
+def _npz(path: str) -> RawData:
     _check_npz_headers(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -286,9 +252,11 @@ def _npz(path: str, resolution: int | None) -> RawData:
     if np.issubdtype(x.dtype, np.floating) and not (np.all(np.isfinite(x)) and np.abs(x).max(initial=0) <= MAX_PIXEL):
         raise DataError(f"npz: {path}: pixel values must be finite numbers within +-{MAX_PIXEL:g} (found NaN, inf "
                         "or a value beyond)")
-    x = x.astype(np.float32) / (255.0 if x.dtype == np.uint8 else 1.0)
+    # uint8 images stay uint8 (scale 1/255); any other numbers are kept exactly, as float32.
+    scale = 1 / 255 if x.dtype == np.uint8 else 1.0
+    x = x if x.dtype == np.uint8 else x.astype(np.float32)
     y = integer_labels(y, f"npz: {path}")
-    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else ())
+    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else (), scale)
 
 
 def integer_labels(y: np.ndarray, where: str) -> np.ndarray:
@@ -305,68 +273,162 @@ def integer_labels(y: np.ndarray, where: str) -> np.ndarray:
     return y.astype(np.int64)
 
 
-LOADERS: dict[str, Callable[[str, int | None], RawData]] = {
-    "digits": _digits,
-    "fashion-mnist": _fashion_mnist,
-    "cifar10": _cifar("cifar10"),
-    "cifar100": _cifar("cifar100"),
-    "imagefolder": _imagefolder,
-    "npz": _npz,
+def _stats(paths) -> list:
+    """Names, sizes and modification times: what identifies files without reading them."""
+    return [(str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in sorted(paths)]
+
+
+def _write_arrays(loader: Callable[[str], RawData]) -> Callable[[str, int | None, Writer], None]:
+    """An array source written into the cache: the training rows, then the official test rows."""
+    def write(path: str, resolution: int | None, writer: Writer) -> None:
+        raw = loader(path)
+        x, y, test_start = raw.train_x, raw.train_y, None
+        if raw.test_x is not None:
+            test_start = len(y)
+            x, y = np.concatenate([x, raw.test_x]), np.concatenate([y, raw.test_y])
+        writer.write_array(x)
+        writer.finish(y, raw.classes, raw.scale, test_start=test_start)
+    return write
+
+
+@dataclass(frozen=True)
+class Source:
+    """A scheme: what identifies a dataset of it (the cache key) and how it is written to the cache."""
+
+    fingerprint: Callable[[str, int | None], object]
+    write: Callable[[str, int | None, Writer], None]
+    needs_path: bool = True
+    resizable: bool = False  # whether it takes a resolution
+
+
+def _folder_stats(path: str, resolution: int | None) -> list:
+    return _stats(p for p in Path(path).iterdir() if p.is_file())
+
+
+def _imagefolder_fingerprint(path: str, resolution: int | None) -> dict:
+    root = Path(path)
+    _, files, _ = image_folders.list_images(root)
+    return image_folders.fingerprint(root, files, resolution)
+
+
+SOURCES: dict[str, Source] = {
+    "digits": Source(lambda _, __: {"scikit-learn": importlib.metadata.version("scikit-learn")},
+                     _write_arrays(_digits), needs_path=False),
+    "fashion-mnist": Source(lambda _, __: _stats(_find_fashion_mnist() / name for name in FASHION_MNIST_FILES.values()),
+                            _write_arrays(_fashion_mnist), needs_path=False),
+    "cifar10": Source(_folder_stats, _write_arrays(_cifar("cifar10"))),
+    "cifar100": Source(_folder_stats, _write_arrays(_cifar("cifar100"))),
+    "imagefolder": Source(_imagefolder_fingerprint,
+                          lambda path, resolution, writer: image_folders.build(Path(path), resolution, writer),
+                          resizable=True),
+    "npz": Source(lambda path, _: _stats([path]), _write_arrays(_npz)),
 }
-NEEDS_PATH = {"cifar10", "cifar100", "imagefolder", "npz"}
 
 
-def parse_spec(spec: str) -> tuple[str, str]:
-    scheme, _, path = spec.partition(":")
-    if scheme not in LOADERS:
+def parse_spec(spec: str) -> tuple[str, str, int | None]:
+    """(scheme, path, resolution) of `scheme[@resolution][:path]`; `~` in the path is expanded."""
+    head, _, path = spec.partition(":")
+    scheme, at, resolution_text = head.partition("@")
+    if scheme not in SOURCES:
         raise DataError(f"unknown dataset {spec!r} (known: digits, fashion-mnist, cifar10:PATH, "
-                        "cifar100:PATH, imagefolder:PATH, npz:PATH)")
-    if scheme in NEEDS_PATH and not path:
+                        "cifar100:PATH, imagefolder[@RESOLUTION]:PATH, npz:PATH)")
+    source = SOURCES[scheme]
+    resolution = None
+    if at:
+        if not source.resizable:
+            raise DataError(f"dataset {scheme} takes no resolution (only imagefolder does): {spec!r}")
+        if not resolution_text.isdigit() or not 1 <= int(resolution_text) <= MAX_SIDE:
+            raise DataError(f"resolution must be a whole number 1..{MAX_SIDE} (got {resolution_text!r} in {spec!r})")
+        resolution = int(resolution_text)
+    path = os.path.expanduser(path)
+    if source.needs_path and not path:
         raise DataError(f"dataset {scheme} needs a path: {scheme}:PATH")
-    if path and scheme in NEEDS_PATH and not Path(path).exists():
+    if path and source.needs_path and not Path(path).exists():
         raise DataError(f"{scheme}: {path} does not exist")
-    return scheme, path
+    return scheme, path, resolution
+
+
+def with_resolution(spec: str, resolution: int | None) -> str:
+    """The spec that names `spec`'s dataset at `resolution` (the form studies and exports store)."""
+    if resolution is None:
+        return spec
+    scheme, path, _ = parse_spec(spec)
+    if not SOURCES[scheme].resizable:
+        raise DataError(f"--resolution applies to image folders only (not {scheme})")
+    if not 1 <= resolution <= MAX_SIDE:
+        raise DataError(f"resolution must be 1..{MAX_SIDE} (got {resolution})")
+    return f"{scheme}@{resolution}:{Path(path).resolve()}"
+
+
+def _statistics(pixels: PixelFile, rows: np.ndarray, scale: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and standard deviation (in [0, 1] units) of the training rows: all of them
+    when they fit STATISTICS_BYTES, else a fixed random sample that does (a few thousand images
+    pin the statistics to 3 digits)."""
+    take = max(MIN_SAMPLES, STATISTICS_BYTES // pixels.row_bytes)
+    if len(rows) > take:
+        rows = np.random.default_rng(seed).choice(rows, take, replace=False)
+    total = np.zeros(pixels.shape[1]), np.zeros(pixels.shape[1])
+    step = rows_per_read(pixels.row_bytes) // 8  # float64 copies of the chunk
+    for start in range(0, len(rows), max(1, step)):
+        chunk = pixels.read(rows[start:start + max(1, step)]).astype(np.float64) * scale
+        total[0][:] += chunk.sum(axis=(0, 2, 3))
+        total[1][:] += (chunk * chunk).sum(axis=(0, 2, 3))
+    count = len(rows) * pixels.shape[2] * pixels.shape[3]
+    mean = total[0] / count
+    return mean, np.sqrt(np.maximum(total[1] / count - mean * mean, 0.0)) + 1e-6
 
 
 def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
-                 resolution: int | None = None) -> Dataset:
-    """Load, split (deterministically from `seed`) and normalise (train statistics) a dataset.
-
-    Without an official test split, 15% of the data is held out as test set first.
-    """
-    if resolution is not None and not 1 <= resolution <= MAX_SIDE:
-        raise DataError(f"resolution must be 1..{MAX_SIDE} (got {resolution})")
-    scheme, path = parse_spec(spec)
-    raw = LOADERS[scheme](path, resolution)
-    if len(raw.train_y) < MIN_SAMPLES:
+                 resolution: int | None = None, strict: bool = False) -> Dataset:
+    """Open (decoding it into the cache the first time) and split (deterministically from
+    `seed`) a dataset; the normalisation is the training split's. Without an official test
+    split, 15% of the data is held out as test set first. `strict` refuses a dataset with
+    unreadable files instead of skipping them."""
+    spec = with_resolution(spec, resolution)
+    scheme, path, resolution = parse_spec(spec)
+    source = SOURCES[scheme]
+    cache = cached(cache_key(scheme, source.fingerprint(path, resolution)),
+                   lambda writer: source.write(path, resolution, writer), spec)
+    if cache.skipped and strict:
+        raise DataError(f"{spec}: {cache.skipped:,} files cannot be read (--strict), e.g. {cache.skipped_example}")
+    labels = cache.labels
+    n_rows = len(labels) if cache.test_start is None else cache.test_start
+    usable = np.flatnonzero(labels[:n_rows] >= 0)
+    if len(usable) < MIN_SAMPLES:
         raise DataError(f"{spec}: needs at least {MIN_SAMPLES} samples to split into training, validation "
-                        f"and test sets (got {len(raw.train_y)})")
-    if len(np.unique(raw.train_y)) < 2:
+                        f"and test sets (got {len(usable)})")
+    present = np.unique(labels[labels >= 0])
+    if len(present) < 2:
         raise DataError(f"{spec}: needs at least two classes")
+    missing = sorted(set(range(len(cache.classes))) - set(present.tolist()))
+    if missing and scheme == "imagefolder":
+        raise DataError(f"{spec}: class folder {cache.classes[missing[0]]!r} has no readable images")
     try:
-        check_shape(raw.train_x.shape[1:], f"{spec}: image shape")
+        check_shape(cache.shape[1:], f"{spec}: image shape")
     except UserError as error:
         raise DataError(str(error)) from None
+    if cache.skipped:  # after every refusal: a refused dataset says one line
+        print(f"warning: {spec}: skipped {cache.skipped:,} files that cannot be read (e.g. "
+              f"{cache.skipped_example}); --strict refuses them instead", file=sys.stderr)
     rng = np.random.default_rng(seed)
-    train_x, train_y, test_x, test_y = raw.train_x, raw.train_y, raw.test_x, raw.test_y
-    if test_x is None:
-        order = rng.permutation(len(train_y))
+    if cache.test_start is None:
+        order = usable[rng.permutation(len(usable))]
         n_test = max(1, int(round(0.15 * len(order))))
-        test_x, test_y = train_x[order[:n_test]], train_y[order[:n_test]]
-        train_x, train_y = train_x[order[n_test:]], train_y[order[n_test:]]
-    order = rng.permutation(len(train_y))
-    n_val = max(1, int(round(val_fraction * len(order))))
-    val_idx, train_idx = order[:n_val], order[n_val:]
-    mean = train_x[train_idx].mean(axis=(0, 2, 3))
-    std = train_x[train_idx].std(axis=(0, 2, 3)) + 1e-6
+        test_rows, usable = order[:n_test], order[n_test:]
+    else:
+        test_rows = np.arange(cache.test_start, len(labels))
+        usable = usable[rng.permutation(len(usable))]
+    n_val = max(1, int(round(val_fraction * len(usable))))
+    # Each split keeps its shuffled order: the first rows of one are a random sample of it (BatchNorm
+    # recalibration reads the first 1024; an image folder's file order is its class order).
+    val_rows, train_rows = usable[:n_val], usable[n_val:]
+    pixels = PixelFile(cache.pixels, cache.shape, cache.dtype)
+    mean, std = _statistics(pixels, train_rows, cache.scale, seed)
+    mean, std = tuple(float(m) for m in mean), tuple(float(v) for v in std)
 
-    def tensor(x):
-        return torch.from_numpy(((x - mean[:, None, None]) / std[:, None, None]).astype(np.float32))
+    def split(rows):
+        return Images(pixels, rows, cache.scale, mean, std), torch.from_numpy(labels[rows])
 
-    return Dataset(
-        name=spec, classes=raw.classes,
-        train_x=tensor(train_x[train_idx]), train_y=torch.from_numpy(train_y[train_idx]),
-        val_x=tensor(train_x[val_idx]), val_y=torch.from_numpy(train_y[val_idx]),
-        test_x=tensor(test_x), test_y=torch.from_numpy(test_y),
-        mean=tuple(float(m) for m in mean), std=tuple(float(s) for s in std),
-    )
+    (train_x, train_y), (val_x, val_y), (test_x, test_y) = split(train_rows), split(val_rows), split(test_rows)
+    return Dataset(name=spec, classes=cache.classes, train_x=train_x, train_y=train_y, val_x=val_x, val_y=val_y,
+                   test_x=test_x, test_y=test_y, mean=mean, std=std)

@@ -58,7 +58,7 @@ def default_output(folder: Path, method: str) -> Path:
 
 
 def _test_arrays(task):
-    return task.test_x.float().numpy(), task.test_y.numpy()
+    return task.test_x, task.test_y.numpy()  # images are read and normalised 64 at a time
 
 
 def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force: bool = False) -> dict:

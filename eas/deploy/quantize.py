@@ -81,7 +81,7 @@ def _latency_ms(session, shape: tuple[int, ...], repeats: int = 50, max_seconds:
     return statistics.median(times)
 
 
-def measure_onnx(path: Path, test_x: np.ndarray, test_y: np.ndarray, meter) -> dict:
+def measure_onnx(path: Path, test_x, test_y: np.ndarray, meter) -> dict:
     """Size, latency, energy per 1000 images over the test pass, and test accuracy of one model."""
     session = _session(path)
     size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))  # model.onnx + model.onnx.data
@@ -89,7 +89,7 @@ def measure_onnx(path: Path, test_x: np.ndarray, test_y: np.ndarray, meter) -> d
     correct = 0
     token = meter.start()
     for start in range(0, len(test_y), 64):
-        logits = session.run(None, {"input": test_x[start:start + 64]})[0]
+        logits = session.run(None, {"input": np.asarray(test_x[start:start + 64])})[0]
         correct += int((logits.argmax(1) == test_y[start:start + 64]).sum())
     reading = meter.stop(token)
     return {"file": path.name, "size_bytes": size, **latency,

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from eas import interrupt
+from eas.data.images import Images
 from eas.errors import UserError
 from eas.training.recipe import Recipe, WeightAverage, augment_batch, batch_generator
 from eas.training.step import MIN_BATCH, TrainStep, batches, recalibrate_batchnorm, resolve_precision, warmup_cosine
@@ -99,7 +100,7 @@ class TrainResult:
     recalibration_seconds: float = 0.0  # part of `seconds`: BatchNorm statistics after training
 
 
-def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fidelity: Fidelity,
+def train(model: nn.Module, train_x: Images, train_y: torch.Tensor, fidelity: Fidelity,
           device: torch.device, seed: int = 0, deadline: float | None = None, steps: int | None = None,
           segment: int = 0, recalibration_images: int = 1024, recipe: Recipe = Recipe()) -> TrainResult:
     """Train `model` in place: `steps` optimiser steps (default: the fidelity's) with a fresh
@@ -115,7 +116,7 @@ def train(model: nn.Module, train_x: torch.Tensor, train_y: torch.Tensor, fideli
     generator = torch.Generator().manual_seed(seed)
     if fidelity.subset and fidelity.subset < len(train_y):
         chosen = torch.randperm(len(train_y), generator=generator)[: fidelity.subset]
-        train_x, train_y = train_x[chosen], train_y[chosen]
+        train_x, train_y = train_x.subset(chosen), train_y[chosen]
     generator.manual_seed(seed * 1009 + segment)
     n = len(train_y)
     total_steps = fidelity.total_steps(n) if steps is None else steps

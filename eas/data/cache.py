@@ -1,0 +1,183 @@
+"""The on-disk cache a dataset is decoded into once: raw pixels, labels and a header.
+
+`$EAS_DATA_DIR/cache/<scheme>-<key>/` (default `~/.cache/eas`) holds `pixels.bin` (the rows of an
+(N, C, H, W) array as stored: uint8 for images), `labels.npy` and `header.json` (shape, dtype,
+scale, classes, where the official test split starts, what was skipped, the pixels' size,
+modification time and SHA-256, and its own SHA-256). The key hashes what the source is (its files' names, sizes and
+modification times), the resolution and the EAS version, so a changed source or a new EAS gets a
+new cache.
+
+A cache is built in a temporary folder and renamed into place, so it is either complete or
+absent; one process builds while the others wait on a lock and then read it. A cache whose size
+no longer matches its header, or whose modification time changed and whose SHA-256 no longer
+matches, is rebuilt, never read. A write that fails (a full disk) removes the partial folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import eas
+from eas.errors import UserError
+
+FORMAT = 1
+HEADER, PIXELS, LABELS = "header.json", "pixels.bin", "labels.npy"
+
+
+class CacheError(UserError):
+    """The cache could not be written (no space, no permission)."""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("EAS_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "eas")
+    return Path(base) / "cache"
+
+
+def cache_key(scheme: str, fingerprint: object) -> str:
+    text = json.dumps({"format": FORMAT, "eas": eas.__version__, "scheme": scheme, "source": fingerprint},
+                      sort_keys=True, default=str)
+    return f"{scheme}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+@dataclass(frozen=True)
+class Cached:
+    """An opened, checked cache."""
+
+    folder: Path
+    shape: tuple[int, ...]
+    dtype: str
+    scale: float
+    labels: np.ndarray
+    classes: tuple[str, ...]
+    test_start: int | None  # rows from here on are the source's official test split
+    skipped: int  # source files that could not be read (their rows carry label -1)
+    skipped_example: str
+
+    @property
+    def pixels(self) -> Path:
+        return self.folder / PIXELS
+
+
+class Writer:
+    """Receives a source's rows while a cache is built (rows may arrive in any order)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.header: dict = {}
+
+    def allocate(self, count: int, row_shape: tuple[int, ...], dtype: str) -> Path:
+        """Size the pixel file for `count` rows; workers write rows into it at their offsets."""
+        self.header.update(shape=[count, *row_shape], dtype=np.dtype(dtype).str)
+        path = self.folder / PIXELS
+        with open(path, "wb") as handle:
+            handle.truncate(count * int(np.prod(row_shape)) * np.dtype(dtype).itemsize)
+        return path
+
+    def write_array(self, x: np.ndarray) -> None:
+        self.allocate(len(x), x.shape[1:], x.dtype.str)
+        with open(self.folder / PIXELS, "r+b") as handle:
+            for start in range(0, len(x), 4096):
+                handle.write(np.ascontiguousarray(x[start:start + 4096]).tobytes())
+
+    def finish(self, labels: np.ndarray, classes, scale: float, test_start: int | None = None,
+               skipped: int = 0, skipped_example: str = "") -> None:
+        np.save(self.folder / LABELS, np.asarray(labels, dtype=np.int64), allow_pickle=False)
+        stat = (self.folder / PIXELS).stat()
+        self.header.update(format=FORMAT, classes=list(classes), scale=float(scale), test_start=test_start,
+                           skipped=int(skipped), skipped_example=skipped_example, size=stat.st_size,
+                           mtime_ns=stat.st_mtime_ns, sha256=_sha256(self.folder / PIXELS),
+                           labels_sha256=_sha256(self.folder / LABELS))
+        self.header["header_sha256"] = _header_hash(self.header)
+        (self.folder / HEADER).write_text(json.dumps(self.header))
+
+
+def _header_hash(header: dict) -> str:
+    fields = {k: v for k, v in header.items() if k != "header_sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _open(folder: Path) -> Cached | str:
+    """The cache in `folder`, or why it cannot be used."""
+    try:
+        header = json.loads((folder / HEADER).read_text())
+        if header.get("header_sha256") != _header_hash(header):
+            return "its header no longer matches its SHA-256"
+        shape, dtype = tuple(int(v) for v in header["shape"]), np.dtype(header["dtype"])
+        pixels = folder / PIXELS
+        size = pixels.stat().st_size
+        if header.get("format") != FORMAT or size != header["size"] or \
+                size != int(np.prod(shape)) * dtype.itemsize:
+            return f"its pixel file holds {size:,} bytes, its header says {header.get('size')}"
+        # A file whose modification time moved may have been edited: its hash decides.
+        if pixels.stat().st_mtime_ns != header.get("mtime_ns") and _sha256(pixels) != header["sha256"]:
+            return "its pixels no longer match their SHA-256"
+        if _sha256(folder / LABELS) != header["labels_sha256"]:
+            return "its labels no longer match their SHA-256"
+        labels = np.load(folder / LABELS, allow_pickle=False)
+        if labels.shape != shape[:1] or labels.dtype != np.int64 or \
+                (len(labels) and not -1 <= labels.min() <= labels.max() < len(header["classes"])):
+            return "its labels do not fit its pixels and classes"
+        return Cached(folder, shape, dtype.str, float(header["scale"]), labels,
+                      tuple(str(c) for c in header["classes"]), header["test_start"],
+                      int(header["skipped"]), str(header["skipped_example"]))
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return f"unreadable ({str(error)[:200]})"
+
+
+def cached(key: str, build: Callable[[Writer], None], what: str) -> Cached:
+    """The cache named `key`, built by `build(writer)` first if it is missing or damaged."""
+    root = cache_root()
+    folder = root / key
+    found = _open(folder)
+    if isinstance(found, Cached):
+        return found
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / f"{key}.lock", "a")  # noqa: SIM115 (closed by the with below)
+    except OSError as error:
+        raise CacheError(f"cannot write the data cache under {root} ({error.strerror}); set $EAS_DATA_DIR "
+                         "to a writable folder") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then look again
+        found = _open(folder)
+        if isinstance(found, Cached):
+            return found
+        if found != "missing":
+            print(f"warning: the data cache {folder} cannot be used ({found}); rebuilding it", file=sys.stderr)
+        building = root / f"{key}.building-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        try:
+            building.mkdir()
+            writer = Writer(building)
+            build(writer)
+            shutil.rmtree(folder, ignore_errors=True)
+            building.rename(folder)
+        except OSError as error:
+            shutil.rmtree(building, ignore_errors=True)
+            raise CacheError(f"cannot write the data cache for {what} under {root}: {error.strerror or error} "
+                             "(the partial cache was removed; set $EAS_DATA_DIR to a folder with room)") from None
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+    found = _open(folder)
+    if not isinstance(found, Cached):
+        raise CacheError(f"the data cache {folder} just written cannot be read back ({found})")
+    return found
