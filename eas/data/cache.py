@@ -120,12 +120,13 @@ def _open(folder: Path) -> Cached | str:
             return "its header no longer matches its SHA-256"
         shape, dtype = tuple(int(v) for v in header["shape"]), np.dtype(header["dtype"])
         pixels = folder / PIXELS
-        size = pixels.stat().st_size
+        stat = pixels.stat()
+        size = stat.st_size
         if header.get("format") != FORMAT or size != header["size"] or \
                 size != int(np.prod(shape)) * dtype.itemsize:
             return f"its pixel file holds {size:,} bytes, its header says {header.get('size')}"
         # A file whose modification time moved may have been edited: its hash decides.
-        if pixels.stat().st_mtime_ns != header.get("mtime_ns") and _sha256(pixels) != header["sha256"]:
+        if stat.st_mtime_ns != header.get("mtime_ns") and _sha256(pixels) != header["sha256"]:
             return "its pixels no longer match their SHA-256"
         if _sha256(folder / LABELS) != header["labels_sha256"]:
             return "its labels no longer match their SHA-256"

@@ -275,7 +275,8 @@ def integer_labels(y: np.ndarray, where: str) -> np.ndarray:
 
 def _stats(paths) -> list:
     """Names, sizes and modification times: what identifies files without reading them."""
-    return [(str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in sorted(paths)]
+    stats = [(Path(p).resolve(), Path(p).stat()) for p in sorted(paths)]
+    return [(str(path), stat.st_size, stat.st_mtime_ns) for path, stat in stats]
 
 
 def _write_arrays(loader: Callable[[str], RawData]) -> Callable[[str, int | None, Writer], None]:
@@ -368,9 +369,9 @@ def _statistics(pixels: PixelFile, rows: np.ndarray, scale: float, seed: int) ->
     if len(rows) > take:
         rows = np.random.default_rng(seed).choice(rows, take, replace=False)
     total = np.zeros(pixels.shape[1]), np.zeros(pixels.shape[1])
-    step = rows_per_read(pixels.row_bytes) // 8  # float64 copies of the chunk
-    for start in range(0, len(rows), max(1, step)):
-        chunk = pixels.read(rows[start:start + max(1, step)]).astype(np.float64) * scale
+    step = max(1, rows_per_read(pixels.row_bytes) // 8)  # the chunk is copied as float64
+    for start in range(0, len(rows), step):
+        chunk = pixels.read(rows[start:start + step]).astype(np.float64) * scale
         total[0][:] += chunk.sum(axis=(0, 2, 3))
         total[1][:] += (chunk * chunk).sum(axis=(0, 2, 3))
     count = len(rows) * pixels.shape[2] * pixels.shape[3]
