@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from eas.cli import arch, compress, device, evaluate, export, queue, search, studies, train, ui, verify
+from eas.cli import arch, compress, device, evaluate, export, queue, search, studies, supernet, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -20,6 +20,9 @@ arch_app = typer.Typer(help="Sample and inspect architecture genomes.", no_args_
 app.add_typer(arch_app, name="arch")
 device_app = typer.Typer(help="The deployment target in the loop: serve, ask, calibrate.", no_args_is_help=True)
 app.add_typer(device_app, name="device")
+supernet_app = typer.Typer(help="One-shot search: train one network holding a whole space, once.",
+                           no_args_is_help=True)
+app.add_typer(supernet_app, name="supernet")
 
 app.command("spaces")(arch.spaces_command)
 arch_app.command("sample")(arch.sample_command)
@@ -39,6 +42,9 @@ app.command("ui")(ui.ui_command)
 device_app.command("serve")(device.serve_command)
 device_app.command("info")(device.info_command)
 device_app.command("calibrate")(device.calibrate_command)
+supernet_app.command("train")(supernet.train_command)
+supernet_app.command("trust")(supernet.trust_command)
+supernet_app.command("show")(supernet.show_command)
 
 
 def main() -> None:

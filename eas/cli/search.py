@@ -235,6 +235,9 @@ def search_command(
                                                    "calibrate` for this runtime and device: proposals over "
                                                    "--max-latency are refused by prediction before training, "
                                                    "candidates that reach the top rung are measured.")] = None,
+    supernet: Annotated[Path | None, typer.Option("--supernet", help="One-shot search: every candidate inherits "
+                                                  "its weights from this trained supernet (`eas supernet train`) "
+                                                  "instead of training; --rungs does not apply.")] = None,
     queue: Annotated[bool, typer.Option("--queue", help="Create the study with its budget and leave it to "
                                         "`eas worker --storage URL` processes; run nothing here.")] = False,
     priority: Annotated[int, PriorityOption] = 0,
@@ -249,7 +252,7 @@ def search_command(
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
-        runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor)
+        runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet)
     torch.set_num_threads(threads or _threads_for(workers))
     opened = _open_study(request, heartbeat, priority)
     if queue:
@@ -341,13 +344,15 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes)
     meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
     loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
+    shared = _supernet_record(o["supernet"], space, o["data"], task) if o["supernet"] is not None else {}
     settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
                               objectives=request.objectives, constraints=request.constraints.to_dict(),
                               fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
                               device=o["device"], meter=o["meter"], warm_start=o["warm_start"],
                               population=o["population"], input_shape=task.input_shape,
-                              num_classes=task.num_classes, multi_fidelity=ladder.to_dict() if o["rungs"] > 1 else {},
-                              runtime=request.runtime.to_dict())
+                              num_classes=task.num_classes,
+                              multi_fidelity=ladder.to_dict() if o["rungs"] > 1 and not shared else {},
+                              runtime=request.runtime.to_dict(), supernet=shared)
     check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
     storage = open_storage(request.url, heartbeat=heartbeat)
     found, created = loop.prepare_study(settings, request.name, storage, space, task, torch_device)
@@ -359,6 +364,16 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
               started=None if o["queue"] else time.time())
     save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
     return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
+
+
+def _supernet_record(folder: Path, space, data: str, task) -> dict:
+    """What a one-shot study stores of its supernet: checked (hashes, space, data, input) first."""
+    from eas.search.one_shot import read_trust
+    from eas.training.supernet_file import check_serves, load_supernet
+
+    stored = load_supernet(folder)
+    check_serves(stored, space.definition, data, task.input_shape, task.num_classes)
+    return {"path": str(stored.folder.resolve()), "hash": stored.hash, "trust": read_trust(stored)}
 
 
 def _say_queued(opened: OpenedStudy, request: SearchRequest, priority: int, quiet: bool, as_json: bool) -> None:

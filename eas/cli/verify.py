@@ -38,6 +38,9 @@ def verify_command(
         "--baselines", help="Hand-designed networks trained beside the front: FAMILY@A,B,C (e.g. "
         "mobilenet_v3_small@0.5,0.75,1.0; repeat for more families), auto (the families the space "
         "contains, at 0.35, 0.5, 0.75, 1.0) or none.")] = None,
+    init: Annotated[str, typer.Option("--init", help="scratch: train each member from fresh weights, as `eas "
+                                      "train` will; inherited (one-shot studies): fine-tune from the supernet's "
+                                      "weights.")] = "scratch",
     augment: AugmentOption = "none",
     label_smoothing: LabelSmoothingOption = 0.0,
     ema: EmaOption = 0.0,
@@ -92,7 +95,9 @@ def verify_command(
         who = model.name or f"trial {model.trial}: search {searched[model.trial]:.2%} ->"
         typer.echo(f"{who} verified {stats['verified_accuracy']:.2%}", err=True)
 
-    plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset)
+    if init not in ("scratch", "inherited"):
+        raise UserError(f"--init must be scratch or inherited (got {init!r})")
+    plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset, init)
     result = verify_front(loaded, task, plan, runs, save_run, on_result=progress)
     history = stored.user_attrs.get(schema.VERIFICATION)
     stored.set_user_attr(schema.VERIFICATION, [*(history if isinstance(history, list) else [])[-9:], result])

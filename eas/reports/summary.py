@@ -90,7 +90,52 @@ def accuracy_text(metrics: dict) -> str:
     accuracy = metrics.get("accuracy") or 0.0
     low, high = accuracy_interval(metrics)
     half = (high - low) / 2 if high == high else 0.0
-    return f"{accuracy:.2%} ±{half:.2%}" if half else f"{accuracy:.2%}"
+    text = f"{accuracy:.2%} ±{half:.2%}" if half else f"{accuracy:.2%}"
+    return text + " inherited" if is_inherited(metrics) else text
+
+
+def is_inherited(metrics: dict) -> bool:
+    """An accuracy of weights inherited from a supernet, not of training (eas.search.one_shot)."""
+    fidelity = metrics.get("fidelity")
+    return isinstance(fidelity, dict) and fidelity.get("kind") == "inherited"
+
+
+def trust_text(trust: dict | None) -> str:
+    """How well a supernet's inherited accuracies rank like stand-alone training."""
+    if not isinstance(trust, dict) or not isinstance(trust.get("kendall_tau"), (int, float)):
+        return "trust not measured (`eas supernet trust DIR`)"
+    fidelity = trust.get("fidelity") or {}
+    return (f"Kendall tau {trust['kendall_tau']:+.2f} between inherited and stand-alone accuracy over "
+            f"{trust.get('n')} random sub-networks (each trained alone {fidelity.get('epochs')} epoch(s) of "
+            f"{fidelity.get('subset') or 'all'} images)")
+
+
+def fidelity_text(settings: dict) -> str:
+    supernet = settings.get("supernet") or {}
+    if supernet:
+        return printable(f"inherited from supernet {supernet.get('path')} (hash {str(supernet.get('hash'))[:12]}); "
+                         + trust_text(supernet.get("trust")) + "; `eas verify` retrains the front")
+    fidelity = settings.get("fidelity", {})
+    return (f"{fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
+            f"batch {fidelity.get('batch_size')}")
+
+
+def supernet_lines(folder: str, description: dict, trust: dict | None) -> list[str]:
+    """What `eas supernet show` prints."""
+    trained, recipe = description.get("trained") or {}, description.get("recipe") or {}
+    c, h, w = description.get("input_shape") or (0, 0, 0)
+    energy = energy_text(trained.get("energy_j") or 0.0, trained.get("energy_source", "?"))
+    return [printable(line) for line in (
+        f"supernet    {folder} (hash {str(description.get('hash'))[:12]})",
+        f"space       {description.get('space_name')}, data {description.get('data')}, input {c}x{h}x{w}, "
+        f"{description.get('num_classes')} classes, {description.get('parameters', 0):,} shared parameters",
+        f"trained     {trained.get('steps')} steps ({trained.get('images', 0):,} images) in "
+        f"{format_duration(trained.get('seconds') or 0)}, {energy} "
+        f"on {trained.get('device')} ({trained.get('precision')})",
+        f"recipe      {recipe.get('sandwich')}; {recipe.get('distillation')}; {recipe.get('channel_order')}",
+        f"trust       {trust_text(trust)}",
+    )] + ([f"            goal tau >= 0.6: {'met' if trust['kendall_tau'] >= 0.6 else 'NOT met'}"]
+          if isinstance(trust, dict) and isinstance(trust.get("kendall_tau"), (int, float)) else [])
 
 
 def split_text(split: dict[str, float]) -> str:
@@ -135,14 +180,12 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
     spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
     front = pareto_front(records, objectives)
     knee_record = knee(front, objectives)
-    fidelity = settings.get("fidelity", {})
     lines = [
         printable(f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
                   f"sampler {settings.get('sampler')}"),
         f"objectives  {', '.join(objectives)}"
         + (f"; constraints {settings['constraints']}" if settings.get("constraints") else ""),
-        f"fidelity    {fidelity.get('epochs')} epoch(s), subset {fidelity.get('subset') or 'all'}, "
-        f"batch {fidelity.get('batch_size')}",
+        f"fidelity    {fidelity_text(settings)}",
         "trials      " + ", ".join(f"{v} {k}" for k, v in c.items() if v),
         *fidelity_lines(settings, records),
         f"hypervolume {spent['hypervolume']:.4f} (normalised; reference point: "

@@ -29,6 +29,7 @@ from eas.measure.energy import make_meter, shared_counter_note
 from eas.measure.runtime import Runtime, measure
 from eas.objectives import OBJECTIVES, Constraints
 from eas.provenance import versions
+from eas.search import one_shot
 from eas.search.budget import Budget
 from eas.search.candidate import Candidate, counted_metrics
 from eas.search.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
@@ -177,6 +178,7 @@ class TrialRunner:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.current_trial_id: int | None = None
         self.sampler = None  # the ConstraintAwareSampler, whose refusals each trial reports
+        self.supernet = one_shot.open_for_study(settings.supernet) if settings.supernet else None
 
     def __call__(self, trial) -> list[float]:
         self.current_trial_id = trial._trial_id
@@ -270,6 +272,11 @@ class TrialRunner:
         infeasible = candidate.screen(self.constraints)
         if infeasible is not None:
             return infeasible
+        if self.supernet is not None:  # one-shot: weights inherited, no training
+            one_shot.inherit(candidate, self.supernet)
+            broken = candidate.confirm_latency(self.constraints)
+            return candidate.result("infeasible" if broken else "ok", broken,
+                                    validation=candidate.validate(one_shot.VALIDATION_IMAGES))
         first, rungs = self._resume_point(trial, candidate)
         ladder = self.ladder
         for rung in range(first, ladder.top + 1):

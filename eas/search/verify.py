@@ -31,6 +31,7 @@ from eas.errors import UserError
 from eas.measure.runtime import Runtime
 from eas.reports.front import pareto_front
 from eas.reports.pareto import kendall_tau
+from eas.search import one_shot
 from eas.search.baselines import compare
 from eas.search.candidate import Candidate, counted_metrics, wilson_interval
 from eas.search.loop import ladder_of
@@ -53,6 +54,7 @@ class VerifyPlan:
     device: str = "auto"
     epochs: float | None = None  # instead of `factor`: epochs of the (subset of the) training images
     subset: int | None = None  # training images; None: the study's full fidelity's
+    init: str = "scratch"  # or "inherited": a one-shot study's members start from their supernet weights
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,11 @@ class Model:
     name: str | None = None
 
 
-def run_key(model: Model, seed: int, steps: int, recipe: Recipe, data: str) -> str:
+def run_key(model: Model, seed: int, steps: int, recipe: Recipe, data: str, init: str = "scratch") -> str:
     """What determines one training's result; equal keys mean a stored run can stand in."""
+    started = {} if init == "scratch" else {"init": init}  # keys of runs stored before --init stay valid
     text = json.dumps({"genome": model.arch.encode(), "seed": seed, "steps": steps, "data": data,
-                       "fidelity": model.fidelity.to_dict(), "recipe": recipe.to_dict()}, sort_keys=True)
+                       "fidelity": model.fidelity.to_dict(), "recipe": recipe.to_dict(), **started}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -95,6 +98,9 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     steps = max(1, round(full_steps * plan.factor)) if plan.epochs is None else \
         replace(study_fidelity, epochs=plan.epochs, max_steps=None).total_steps(len(task.train_y))
     runtime = Runtime.from_dict(settings.runtime)
+    if plan.init == "inherited" and not settings.supernet:
+        raise UserError(f"--init inherited: study {loaded.name!r} was not searched with a supernet")
+    supernet = one_shot.open_for_study(settings.supernet) if plan.init == "inherited" else None
     stored_runs = stored_runs if stored_runs is not None else {}
     tally = {"trained": 0, "reused": 0}
     started = time.time()
@@ -104,12 +110,13 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
         runs = []
         for offset in range(1, plan.seeds + 1):
             seed = settings.seed + offset
-            key = run_key(model, seed, steps, plan.recipe, settings.data)
+            inherits = supernet if model.trial is not None else None  # baselines always start from scratch
+            key = run_key(model, seed, steps, plan.recipe, settings.data, plan.init if inherits else "scratch")
             run = stored_runs.get(key)
             if valid_run(run):
                 tally["reused"] += 1
             else:
-                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter)
+                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits)
                 tally["trained"] += 1
                 if save_run:
                     save_run(key, run)
@@ -138,6 +145,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
               "train_images": min(len(task.train_y), study_fidelity.subset or len(task.train_y)),
               "kendall_tau": None if not math.isfinite(tau) else float(tau),
               "held": sum(r["held_place"] for r in rows), "of": len(rows), "recipe": plan.recipe.to_dict(),
+              "init": plan.init,
               **tally}
     if baselines:
         result["baselines"] = baselines
@@ -147,8 +155,11 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     return result
 
 
-def _train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str) -> dict:
+def _train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
+                supernet=None) -> dict:
     candidate = Candidate(model.arch, task, model.fidelity, plan.device, seed, meter)
+    if supernet is not None:  # fine-tuned from the weights the search scored it with
+        one_shot.inherit(candidate, supernet)
     result = candidate.train_segment(steps_at_batch(steps, study_batch, model.fidelity.batch_size),
                                      recalibration_images=1024, recipe=plan.recipe)
     validation = candidate.validate()  # a diverged model is kept at what it scores: fragility is a finding

@@ -57,7 +57,7 @@ def check_schema(stored: object, name: str) -> int:
 # The type each stored setting must have (anyone with access can write a shared study).
 SETTING_TYPES = {"space_name": str, "space": dict, "data": str, "objectives": list, "constraints": dict,
                  "fidelity": dict, "sampler": str, "seed": int, "device": str, "meter": str, "warm_start": bool,
-                 "population": int, "multi_fidelity": dict, "runtime": dict}
+                 "population": int, "multi_fidelity": dict, "runtime": dict, "supernet": dict}
 EAGER_TORCH = {"name": "torch", "threads": None, "batch": 32}
 
 
@@ -127,10 +127,14 @@ class SearchSettings:
     # Where latency and inference energy are measured (eas.measure.runtime.Runtime); a study
     # stored before runtimes were recorded timed eager torch.
     runtime: dict = field(default_factory=lambda: dict(EAGER_TORCH))
+    # One-shot search (eas.search.one_shot): {"path", "hash", "trust"} of the supernet every
+    # candidate inherits its weights from; empty: candidates are trained.
+    supernet: dict = field(default_factory=dict)
 
     # What must match when a study is resumed: anything that changes what a result means
     # (the seed fixes the train/validation split and each candidate's initialisation).
-    MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity", "seed", "multi_fidelity", "runtime")
+    MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity", "seed", "multi_fidelity", "runtime",
+                  "supernet")
 
     def to_dict(self) -> dict:
         shape = list(self.input_shape) if self.input_shape else None
@@ -158,4 +162,8 @@ class SearchSettings:
                             f"{str(error)[:200]})") from None
 
     def mismatches(self, stored: SearchSettings) -> list[str]:
-        return [k for k in self.MUST_MATCH if getattr(self, k) != getattr(stored, k)]
+        def key(settings: SearchSettings, name: str):
+            # a supernet is the same one when its hash is (its trust may have been measured since)
+            return settings.supernet.get("hash") if name == "supernet" else getattr(settings, name)
+
+        return [k for k in self.MUST_MATCH if key(self, k) != key(stored, k)]
