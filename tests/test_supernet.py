@@ -141,6 +141,10 @@ def test_search_refuses_a_supernet_of_another_space_or_data(trained):
                               cwd=trained, env=env), "trained for space")
     assert_user_error(run_eas("search", "--space", "tiny", "--data", "fashion-mnist", "--supernet", "sn",
                               "--trials", "1", cwd=trained, env=env), "trained on data digits")
+    # another split would validate on images the supernet trained on
+    assert_user_error(run_eas("search", "--space", "tiny", "--data", "digits", "--seed", "1", "--supernet", "sn",
+                              "--trials", "1", cwd=trained, env=env), "--seed 0")
+    assert not (trained / "other-studies").exists() or not list((trained / "other-studies").iterdir())
 
 
 def test_one_shot_search_inherits_marks_and_guards_its_supernet(trained, tmp_path):
@@ -155,6 +159,13 @@ def test_one_shot_search_inherits_marks_and_guards_its_supernet(trained, tmp_pat
     assert "inherited from supernet" in shown.stdout and "% inherited" in shown.stdout
     trials = json.loads(run_eas("show", "os", "--json", cwd=tmp_path, env=env).stdout)
     assert trials["pareto"] and all(t["fidelity"]["kind"] == "inherited" for t in trials["pareto"])
+    # verify: two steps from the inherited weights keep what the supernet taught; from scratch they cannot
+    verified = {init: json.loads(run_eas("verify", "os", "--top", "1", "--epochs", "0.5", "--subset", "300",
+                                         "--seeds", "1", "--baselines", "none", "--init", init, "--json",
+                                         cwd=tmp_path, env=env).stdout) for init in ("scratch", "inherited")}
+    accuracy = {init: v["members"][0]["verified_accuracy"] for init, v in verified.items()}
+    assert verified["inherited"]["init"] == "inherited" and verified["inherited"]["steps"] == 2
+    assert accuracy["inherited"] > accuracy["scratch"] + 0.2, accuracy
     # the supernet changes: resuming the study on it is refused, and nothing is written
     changed = run_eas("supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "5", "--out", "sn",
                       "--samples", "0", "--restart", cwd=tmp_path)
@@ -192,3 +203,25 @@ def test_kill_9_loses_only_the_steps_since_the_last_checkpoint(tmp_path):
     weights = [json.loads((tmp_path / f / "supernet.json").read_text())["weights_sha256"] for f in ("whole", "killed")]
     assert weights[0] == weights[1]  # the resumed run took exactly the uninterrupted run's steps
     assert not (tmp_path / "killed" / "checkpoint").exists()
+
+
+def test_ctrl_c_stops_at_once_and_the_same_command_resumes(tmp_path):
+    train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "100", "--checkpoint-every", "20",
+             "--samples", "0", "--out", "sn"]
+    process = subprocess.Popen([*EAS, *train], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 240
+    while _checkpoint_step(tmp_path / "sn") < 20 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("interrupted at step") and "run the same command to resume" in last
+    assert "Traceback" not in stderr
+    saved = _checkpoint_step(tmp_path / "sn")
+    assert f"the checkpoint holds step {saved}" in last and saved >= 20
+    resumed = run_eas(*train, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming at step {saved} of 100" in resumed.stderr
+    assert json.loads((tmp_path / "sn" / "supernet.json").read_text())["trained"]["steps"] == 100

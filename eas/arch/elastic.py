@@ -27,7 +27,7 @@ from torch import nn
 from eas.arch.blocks import BLOCKS, ConvBNAct, DepthwiseSeparable, Network
 from eas.arch.builder import build
 from eas.arch.genome import Arch, arch_spec
-from eas.arch.space import Space, SpaceError, _choices, _order
+from eas.arch.space import Space, SpaceError, choices_of, cost_order
 
 
 class ElasticError(SpaceError):
@@ -44,7 +44,7 @@ class Placement:
 
 
 def _max(values):
-    return max(values, key=_order)
+    return max(values, key=cost_order)
 
 
 class Supernet(nn.Module):
@@ -54,18 +54,18 @@ class Supernet(nn.Module):
         super().__init__()
         self.space, self.input_shape, self.num_classes = space.for_task(input_shape), tuple(input_shape), num_classes
         head = space.definition["head"]
-        if any(v for v in _choices(head.get("hidden", 0))):
+        if any(v for v in choices_of(head.get("hidden", 0))):
             raise ElasticError(f"space {space.name!r}: a head with a hidden layer is not elastic yet "
                                "(one-shot search needs head hidden: 0)")
         stem = space.definition["stem"]
-        self.stem = ConvBNAct(input_shape[0], _max(_choices(stem["width"])), _max(_choices(stem.get("kernel", 3))),
-                              act=_choices(stem.get("act", "relu6"))[0])
+        self.stem = ConvBNAct(input_shape[0], _max(choices_of(stem["width"])), _max(choices_of(stem.get("kernel", 3))),
+                              act=choices_of(stem.get("act", "relu6"))[0])
         widest_in = self._widest_inputs()
         self.stages = nn.ModuleList()
         for index, spec in enumerate(self.space.stages):
             largest = self._largest_stage(spec)
             blocks = nn.ModuleList()
-            for repeat in range(_max(_choices(spec.get("depth", 1)))):
+            for repeat in range(_max(choices_of(spec.get("depth", 1)))):
                 cin = widest_in[index] if repeat == 0 else largest["width"]
                 if spec["kind"] == "la" and repeat == 0:
                     blocks.append(nn.Sequential(
@@ -74,26 +74,26 @@ class Supernet(nn.Module):
                 else:
                     blocks.append(BLOCKS[spec["kind"]](cin, largest, 1))
             self.stages.append(blocks)
-        head_widths = _choices(head.get("width", 0))
-        self.head_conv = (ConvBNAct(widest_in[-1], max(head_widths), 1, act=_choices(head.get("act", "relu6"))[0])
+        head_widths = choices_of(head.get("width", 0))
+        self.head_conv = (ConvBNAct(widest_in[-1], max(head_widths), 1, act=choices_of(head.get("act", "relu6"))[0])
                           if max(head_widths) else None)
         self.classifiers = nn.ModuleDict()
         if max(head_widths):
             self.classifiers["conv"] = nn.Linear(max(head_widths), num_classes)
         if 0 in head_widths:
             for i in self._possible_last():
-                self.classifiers[f"stage{i}"] = nn.Linear(_max(_choices(self.space.stages[i]["width"])), num_classes)
+                self.classifiers[f"stage{i}"] = nn.Linear(_max(choices_of(self.space.stages[i]["width"])), num_classes)
 
     def _stage_can_vanish(self, index: int) -> bool:
-        return 0 in _choices(self.space.stages[index].get("depth", 1))
+        return 0 in choices_of(self.space.stages[index].get("depth", 1))
 
     def _widest_inputs(self) -> list[int]:
         """Widest input of each stage (and, last, of the head): a skipped stage passes on the
         width of the one before it."""
-        widest = [_max(_choices(self.space.definition["stem"]["width"]))]  # what stage 0 may receive
+        widest = [_max(choices_of(self.space.definition["stem"]["width"]))]  # what stage 0 may receive
         reachable = [widest[0]]  # widths that may arrive at the next stage
         for index, spec in enumerate(self.space.stages):
-            own = _max(_choices(spec["width"]))
+            own = _max(choices_of(spec["width"]))
             reachable = [*reachable, own] if self._stage_can_vanish(index) else [own]
             widest.append(max(reachable))
         return widest
@@ -109,18 +109,18 @@ class Supernet(nn.Module):
 
     @staticmethod
     def _largest_stage(spec: dict) -> dict:
-        heads = _choices(spec.get("heads", 0))
-        width = _max(_choices(spec["width"]))
-        return {"kind": spec["kind"], "width": width, "kernel": _max(_choices(spec.get("kernel", 3))),
-                "expansion": float(_max(_choices(spec.get("expansion", 1)))),
-                "se": any(_choices(spec.get("se", False))),
-                "act": _choices(spec.get("act", "relu6"))[0], "ffn": float(_max(_choices(spec.get("ffn", 0)))),
+        heads = choices_of(spec.get("heads", 0))
+        width = _max(choices_of(spec["width"]))
+        return {"kind": spec["kind"], "width": width, "kernel": _max(choices_of(spec.get("kernel", 3))),
+                "expansion": float(_max(choices_of(spec.get("expansion", 1)))),
+                "se": any(choices_of(spec.get("se", False))),
+                "act": choices_of(spec.get("act", "relu6"))[0], "ffn": float(_max(choices_of(spec.get("ffn", 0)))),
                 "heads": next((h for h in heads if h and width % h == 0), 1)}
 
     # -- sub-networks ------------------------------------------------------------------
     def sample_params(self, rng: random.Random, which: str = "random") -> dict:
         """Space parameters of the largest, the smallest or a random sub-network."""
-        pick = {"largest": lambda c: _max(c), "smallest": lambda c: min(c, key=_order),
+        pick = {"largest": lambda c: _max(c), "smallest": lambda c: min(c, key=cost_order),
                 "random": rng.choice}[which]
         return {name: pick(choices) for name, choices in self.space.parameters().items()
                 if not name.startswith("train.")}
@@ -131,7 +131,7 @@ class Supernet(nn.Module):
         if params is None:
             raise ElasticError(f"architecture {arch.encode()} is not in space {self.space.name!r}")
         stages = tuple(i for i, spec in enumerate(self.space.stages)
-                       if params.get(f"stage{i + 1}.depth", _choices(spec.get("depth", 1))[0]) != 0)
+                       if params.get(f"stage{i + 1}.depth", choices_of(spec.get("depth", 1))[0]) != 0)
         return Placement(stages, "conv" if arch.head.width else f"stage{stages[-1]}")
 
     def skeleton(self, arch: Arch) -> Network:

@@ -54,7 +54,7 @@ class _SpaceLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _choices(value: Any) -> list:
+def choices_of(value: Any) -> list:
     return list(value) if isinstance(value, list) else [value]
 
 
@@ -92,7 +92,7 @@ class Space:
         """The training hyperparameters a candidate uses: the space's `train:` section with the
         sampled choices (empty when the space has none)."""
         section = self.definition.get("train") or {}
-        return {key: params.get(f"train.{key}", _choices(value)[0]) for key, value in section.items()}
+        return {key: params.get(f"train.{key}", choices_of(value)[0]) for key, value in section.items()}
 
     def sample(self, trial) -> Arch:
         """Draw an Arch through `trial.suggest_categorical`, one call per choice parameter."""
@@ -103,7 +103,7 @@ class Space:
     def arch_from_params(self, params: dict[str, Any]) -> Arch:
         def pick(part: str, key: str, spec: dict):
             name = f"{part}.{key}"
-            return params[name] if name in params else _choices(spec[key])[0]
+            return params[name] if name in params else choices_of(spec[key])[0]
 
         specs = dict(self._specs())
         stem = Stem(**{f: pick("stem", k, specs["stem"]) for k, f in STEM_FIELDS.items()
@@ -163,7 +163,7 @@ class Space:
                 rest = self._align(index + 1, stages[1:], names)
                 if rest is not None:
                     return {**own, **rest}
-        if 0 in _choices(spec.get("depth", 1)):
+        if 0 in choices_of(spec.get("depth", 1)):
             rest = self._align(index + 1, stages, names)
             if rest is not None:
                 skipped = {n: c[0] for n, c in names.items() if n.startswith(f"{part}.")}
@@ -187,7 +187,7 @@ class Space:
             counted = arch_cost(self.arch_from_params(params), input_shape, num_classes)
             return counted.macs, counted.params
 
-        starts = [{n: pick(c, key=_order) for n, c in self.parameters().items()} for pick in (min, max)]
+        starts = [{n: pick(c, key=cost_order) for n, c in self.parameters().items()} for pick in (min, max)]
         low = min((_coordinate_search(self.parameters(), start, cost) for start in starts), key=cost)
         high = max((_coordinate_search(self.parameters(), start, lambda p: tuple(-v for v in cost(p)))
                     for start in starts), key=cost)
@@ -210,7 +210,7 @@ def _coordinate_search(choices: dict[str, list], start: dict, cost, sweeps: int 
     return best
 
 
-def _order(value: Any):
+def cost_order(value: Any):
     # Activations are not ordered by cost; keep their listed order (first is the minimum).
     return value if isinstance(value, (int, float)) else 0
 
@@ -292,7 +292,7 @@ def _validate_training(section, fail) -> None:
             fail(f"train.{key}", f"unknown field (known: {', '.join(TRAIN_FIELDS)})")
         _check_choice_list(f"train.{key}", value, fail)
         check, what = TRAIN_FIELDS[key]
-        for choice in _choices(value):
+        for choice in choices_of(value):
             if not check(choice):
                 fail(f"train.{key}", f"{choice!r} is not {what}")
 
@@ -314,23 +314,23 @@ def _validate_part(where, spec, known, cls, fail) -> None:
         if key not in known and key not in extra:
             fail(f"{where}.{str(key)[:40]}", f"unknown field (known: {', '.join(known)})")
         _check_choice_list(f"{where}.{key}", value, fail)
-        if key not in ("se", "kind") and any(isinstance(choice, bool) for choice in _choices(value)):
+        if key not in ("se", "kind") and any(isinstance(choice, bool) for choice in choices_of(value)):
             fail(f"{where}.{key}", "true/false is not a value of this field")
     if cls is Stage and spec.get("kind") not in ("ds", "ir", "la"):
         fail(f"{where}.kind", f"must be ds, ir or la (got {spec.get('kind')!r})")
-    depths = _choices(spec.get("depth", 1))
-    if cls is Stage and 0 in depths and 2 in _choices(spec.get("stride", 1)):
+    depths = choices_of(spec.get("depth", 1))
+    if cls is Stage and 0 in depths and 2 in choices_of(spec.get("stride", 1)):
         fail(f"{where}.depth", "0 (skip the stage) is allowed only for stride-1 stages")
     # Every value of every field must build, together with every value of the fields it
     # interacts with (width x heads); other fields take their first choice.
     keys = [k for k in spec if k != "kind"]
     for key in keys:
         partners = ["heads"] if key == "width" else ["width"] if key == "heads" else []
-        for value in _choices(spec[key]):
+        for value in choices_of(spec[key]):
             if key == "depth" and value == 0:
                 continue
-            for partner_values in product(*(_choices(spec[p]) for p in partners if p in spec)):
-                values = {known[k]: _choices(spec[k])[0] for k in keys}
+            for partner_values in product(*(choices_of(spec[p]) for p in partners if p in spec)):
+                values = {known[k]: choices_of(spec[k])[0] for k in keys}
                 values[known["depth"] if key == "depth" else known[key]] = value
                 for p, v in zip([p for p in partners if p in spec], partner_values, strict=True):
                     values[known[p]] = v

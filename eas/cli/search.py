@@ -344,7 +344,7 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes)
     meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
     loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
-    shared = _supernet_record(o["supernet"], space, o["data"], task) if o["supernet"] is not None else {}
+    shared = _supernet_record(o["supernet"], space, o["data"], task, o["seed"]) if o["supernet"] is not None else {}
     settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
                               objectives=request.objectives, constraints=request.constraints.to_dict(),
                               fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
@@ -366,13 +366,13 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
 
 
-def _supernet_record(folder: Path, space, data: str, task) -> dict:
+def _supernet_record(folder: Path, space, data: str, task, seed: int) -> dict:
     """What a one-shot study stores of its supernet: checked (hashes, space, data, input) first."""
     from eas.search.one_shot import read_trust
     from eas.training.supernet_file import check_serves, load_supernet
 
     stored = load_supernet(folder)
-    check_serves(stored, space.definition, data, task.input_shape, task.num_classes)
+    check_serves(stored, space.definition, data, task.input_shape, task.num_classes, seed)
     return {"path": str(stored.folder.resolve()), "hash": stored.hash, "trust": read_trust(stored)}
 
 

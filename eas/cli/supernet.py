@@ -82,7 +82,12 @@ def train_command(
     data = with_resolution(data, resolution)
     task = load_dataset(data, seed=seed, strict=strict)
     training = SupernetTraining(out, task, chosen, data, plan, resolve_device(device), meter, restart, not quiet)
-    training.run()
+    try:
+        training.run()
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted at step {training.progress.step}: the checkpoint holds step {training.saved_step}; "
+                   "run the same command to resume from it", err=True)
+        raise typer.Exit(130) from None
     stored = load_supernet(out)
     if samples:
         _measure_trust(stored, task, fidelity, samples, seed, device, quiet)
@@ -97,7 +102,6 @@ def trust_command(
     batch_size: BatchSizeOption = 128,
     precision: PrecisionOption = "auto",
     device: DeviceOption = "auto",
-    seed: SeedOption = 0,
     quiet: QuietOption = False,
 ) -> None:
     """Measure (or extend) the Kendall tau between inherited and stand-alone accuracy."""
@@ -106,6 +110,7 @@ def trust_command(
 
     fidelity = _trust_fidelity(trust_epochs, trust_subset, batch_size, precision)
     stored = load_supernet(folder)
+    seed = stored.seed  # the supernet's split: its validation images are the ones it never trained on
     task = load_dataset(stored.data, seed=seed)
     _measure_trust(stored, task, fidelity, max(samples, 2), seed, device, quiet)
     typer.echo("\n".join(_show_lines(stored)))

@@ -141,7 +141,7 @@ class Candidate:
             energy_source=self.meter.source, energy_note=self.energy_note,
         )
 
-    def _metered(self, phase: str, work):
+    def metered(self, phase: str, work):
         token, started = self.meter.start(), time.perf_counter()
         result = work()
         reading = self.meter.stop(token)
@@ -156,7 +156,7 @@ class Candidate:
         in the runtime the model ships with, once per candidate. A model the runtime cannot take
         keeps NaN and the reason; the search goes on."""
         try:
-            measured, _ = self._metered("latency", lambda: measure(self.model, self.task.input_shape, self.runtime,
+            measured, _ = self.metered("latency", lambda: measure(self.model, self.task.input_shape, self.runtime,
                                                                    self.device, self.meter))
         except Exception as error:  # an operator the exporter or the runtime lacks, say
             self.metrics["runtime_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:300]
@@ -189,7 +189,7 @@ class Candidate:
     def train_segment(self, steps: int, segment: int = 0, deadline: float | None = None,
                       recalibration_images: int = 1024, recipe: Recipe = Recipe()):
         """`steps` more optimiser steps from the current weights; returns the TrainResult."""
-        result, reading = self._metered("training", lambda: train(
+        result, reading = self.metered("training", lambda: train(
             self.model, self.task.train_x, self.task.train_y, self.fidelity, self.device, self.seed, deadline,
             steps=steps, segment=segment, recalibration_images=recalibration_images, recipe=recipe))
         self.split["training"] -= result.recalibration_seconds
@@ -202,7 +202,7 @@ class Candidate:
         x, y = self.task.val_x, self.task.val_y
         if images is not None:
             x, y = x[:images], y[:images]
-        (accuracy, loss), _ = self._metered("validation", lambda: evaluate_accuracy(self.model, x, y, self.device))
+        (accuracy, loss), _ = self.metered("validation", lambda: evaluate_accuracy(self.model, x, y, self.device))
         low, high = wilson_interval(round(accuracy * len(y)), len(y))
         return {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high, "val_images": len(y),
                 "val_loss": loss}

@@ -57,7 +57,7 @@ def inherit(candidate: Candidate, stored: StoredSupernet) -> None:
         candidate.model.load_state_dict({k: v.detach() for k, v in tensors.items()})
         recalibrate_batchnorm(candidate.model, candidate.task.train_x, images=RECALIBRATION_IMAGES)
 
-    candidate._metered("recalibration", work)
+    candidate.metered("recalibration", work)
     candidate.metrics["fidelity"] = inherited_fidelity(stored)
 
 
@@ -79,7 +79,11 @@ def read_trust(stored: StoredSupernet) -> dict | None:
     if not isinstance(trust, dict) or trust.get("supernet_hash") != stored.hash or not isinstance(
             trust.get("samples"), list):
         return None
-    return trust
+    if not all(isinstance(s, dict) and isinstance(s.get("genome"), str) and all(
+            isinstance(s.get(k), (int, float)) and not isinstance(s.get(k), bool)
+            for k in ("inherited_accuracy", "standalone_accuracy")) for s in trust["samples"]):
+        return None  # damaged by hand: measured again rather than misread
+    return {**trust, **trust_summary(trust["samples"])}
 
 
 def _write_trust(stored: StoredSupernet, trust: dict) -> None:

@@ -101,6 +101,10 @@ def _saved_total_steps(checkpoint: Path) -> int:
     return total
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 def soft_loss(logits: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """KL divergence from the teacher's distribution (in-place distillation, temperature 1)."""
     return nn.functional.kl_div(nn.functional.log_softmax(logits.float(), 1), nn.functional.log_softmax(
@@ -126,6 +130,7 @@ class SupernetTraining:
         self.checkpoint = self.folder / "checkpoint"
         self.train_x, self.train_y = task.train_x.to(device), task.train_y.to(device)
         self.scheduler, self.progress = self._resume_or_start(restart)
+        self.saved_step = self.progress.step  # what a kill now would resume from
 
     # -- plan, checkpoint --------------------------------------------------------------
     def _resume_or_start(self, restart: bool):
@@ -207,8 +212,10 @@ class SupernetTraining:
         else:
             self._say(f"training the supernet of space {self.supernet.space.name!r}: {progress.total_steps} steps "
                       f"of {plan.batch_size} images, {2 + plan.random_subnets} sub-networks each")
+        interrupt.install(sigterm=True)
         token, started, last_save = self.meter.start(), time.perf_counter(), time.monotonic()
         report_every = max(1, progress.total_steps // 10)
+        first_step, run_started = progress.step, time.monotonic()
 
         def bank() -> None:
             nonlocal token, started
@@ -228,15 +235,17 @@ class SupernetTraining:
             if progress.step % report_every == 0 or progress.step == progress.total_steps:
                 progress.history.append({"step": progress.step, "loss_largest": round(largest, 4),
                                          "loss_smallest": round(smallest, 4)})
-                self._say(f"step {progress.step}/{progress.total_steps}: loss largest {largest:.3f}, "
-                          f"smallest {smallest:.3f} (labels + distillation)")
+                pace = (time.monotonic() - run_started) / (progress.step - first_step)
+                self._say(f"step {progress.step}/{progress.total_steps}: loss largest {largest:.3f}, smallest "
+                          f"{smallest:.3f} (labels + distillation); about "
+                          f"{_minutes(pace * (progress.total_steps - progress.step))} left")
             if progress.step % plan.sort_steps == 0 and progress.step < progress.total_steps:
                 sort_channels(self.supernet, self.optimizer.state)
             late = time.monotonic() - last_save > 60 * plan.checkpoint_minutes
             if progress.step % plan.checkpoint_steps == 0 or late:
                 bank()
                 self._save_checkpoint()
-                last_save = time.monotonic()
+                self.saved_step, last_save = progress.step, time.monotonic()
         bank()
         description = save_supernet(self.folder, self.supernet, self._description())
         self._remove_checkpoint()

@@ -55,6 +55,11 @@ class StoredSupernet:
     def data(self) -> str:
         return self.description["data"]
 
+    @property
+    def seed(self) -> int:
+        """The seed of the data split it was trained on (its validation images are held out)."""
+        return int(self.description["recipe"]["seed"])
+
 
 def save_supernet(folder: Path, supernet: Supernet, description: dict) -> dict:
     """Write the tensors, then the description with both hashes; returns the description."""
@@ -110,14 +115,16 @@ def load_supernet(folder: Path) -> StoredSupernet:
         space = space_from_definition(document["space"], source=f"supernet {folder}")
         supernet = Supernet(space, shape, classes)
         supernet.load_state_dict(load_file(str(Path(folder) / WEIGHTS)))
+        int(document["recipe"]["seed"])
     except (KeyError, TypeError, ValueError, RuntimeError, SafetensorError) as error:
         raise UserError(f"supernet {folder} cannot be read ({type(error).__name__}: "
                         f"{(str(error).splitlines() or [''])[0][:160]})") from None
     return StoredSupernet(Path(folder), document, supernet.eval())
 
 
-def check_serves(stored: StoredSupernet, space_definition: dict, data: str, input_shape, num_classes: int) -> None:
-    """Refuse a supernet trained for another space, dataset or input shape, in one line."""
+def check_serves(stored: StoredSupernet, space_definition: dict, data: str, input_shape, num_classes: int,
+                 seed: int) -> None:
+    """Refuse a supernet trained for another space, dataset, input shape or data split, in one line."""
     d = stored.description
     if d["space"] != space_definition:
         raise UserError(f"supernet {stored.folder} was trained for space {d.get('space_name')!r}, not this one; "
@@ -127,3 +134,6 @@ def check_serves(stored: StoredSupernet, space_definition: dict, data: str, inpu
     if tuple(d["input_shape"]) != tuple(input_shape) or d["num_classes"] != num_classes:
         raise UserError(f"supernet {stored.folder} takes input {tuple(d['input_shape'])} with {d['num_classes']} "
                         f"classes, not {tuple(input_shape)} with {num_classes}")
+    if stored.seed != seed:  # another split: the search would validate on images the supernet trained on
+        raise UserError(f"supernet {stored.folder} was trained on the data split of --seed {stored.seed}; search "
+                        f"with --seed {stored.seed}")

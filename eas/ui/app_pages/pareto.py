@@ -10,7 +10,14 @@ from eas.reports.explorer import (
 )
 from eas.reports.figures import add_verified, metric, parallel_figure, pareto_figure
 from eas.reports.front import knee
-from eas.reports.summary import PARETO_HEADERS, pareto_rows, predictor_lines, runtime_lines
+from eas.reports.summary import (
+    PARETO_HEADERS,
+    accuracy_text,
+    fidelity_text,
+    pareto_rows,
+    predictor_lines,
+    runtime_lines,
+)
 from eas.ui.common import selected_study
 
 loaded = selected_study()
@@ -57,13 +64,14 @@ if suggested is not None:
     m = suggested.metrics
     st.success(markdown_text(
         f"Suggested (knee point of the filtered front): trial {suggested.number} — accuracy "
-        f"{m.get('accuracy', 0):.2%}, {m.get('macs', 0):,.0f} MACs, {m.get('params', 0):,.0f} params, "
+        f"{accuracy_text(m)}, {m.get('macs', 0):,.0f} MACs, {m.get('params', 0):,.0f} params, "
         f"energy {m.get('inference_energy_j_per_1k') or 0:.3g} J/1k ({m.get('energy_source')})"))
     st.session_state["trial_choice"] = [suggested.number]
 else:
     st.warning("No trial of the Pareto front is within these limits.")
 st.subheader(f"Pareto set within the limits: {len(front)} trials")
-for line in [*runtime_lines(front), *predictor_lines(study.settings, study.records)]:
+supernet_line = [f"accuracy: {fidelity_text(study.settings)}"] if study.settings.get("supernet") else []
+for line in [*supernet_line, *runtime_lines(front), *predictor_lines(study.settings, study.records)]:
     st.caption(markdown_text(line))
 st.dataframe([dict(zip(PARETO_HEADERS, row, strict=True)) for row in pareto_rows(front, suggested)],
              hide_index=True, width="stretch", key="front_table")

@@ -8,6 +8,7 @@ from eas.deploy.arch_files import arch_document, standalone_source
 from eas.errors import UserError
 from eas.reports.explorer import markdown_text, rung_rows
 from eas.reports.lineage import descendants, lineage_rows
+from eas.reports.summary import is_inherited
 from eas.ui.common import selected_study
 
 loaded = selected_study()
@@ -52,7 +53,8 @@ for column, trial_number in zip(st.columns(len(chosen)), chosen, strict=True):
         st.code(record.genome, language=None, wrap_lines=True)
         st.caption(markdown_text(f"state: {record.state}" + (f" — {record.reason}" if record.reason else "")))
         st.dataframe([
-            {"metric": "accuracy (validation)", "value": number(m.get("accuracy"), ".2%") + (
+            {"metric": "accuracy (validation" + (", weights inherited from the supernet)" if is_inherited(m) else ")"),
+             "value": number(m.get("accuracy"), ".2%") + (
                 f" [{m['accuracy_low']:.1%}, {m['accuracy_high']:.1%}]" if isinstance(m.get("accuracy_low"), float)
                 else "")},
             {"metric": "MACs", "value": number(m.get("macs"), ",")},
