@@ -208,8 +208,10 @@ def test_kill_9_loses_only_the_steps_since_the_last_checkpoint(tmp_path):
 def test_ctrl_c_stops_at_once_and_the_same_command_resumes(tmp_path):
     train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "100", "--checkpoint-every", "20",
              "--samples", "0", "--out", "sn"]
+    # a suite started in the background inherits SIGINT ignored: the child gets Ctrl-C as a terminal gives it
     process = subprocess.Popen([*EAS, *train], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while _checkpoint_step(tmp_path / "sn") < 20 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
