@@ -142,7 +142,8 @@ class Supernet(nn.Module):
 
     def tensors_for(self, arch: Arch, skeleton: Network | None = None) -> dict[str, torch.Tensor]:
         """Every parameter and buffer of `arch`'s network, by its name there, as slices (views,
-        where slicing allows) of this supernet's tensors."""
+        where slicing allows) of this supernet's tensors. `skeleton`: that network (on any
+        device, meta included) when the caller has it; only its names and shapes are read."""
         skeleton = skeleton or self.skeleton(arch)
         placement = self.placement(arch)
         shared = dict(self.named_parameters()) | dict(self.named_buffers())
@@ -173,7 +174,7 @@ class Supernet(nn.Module):
         """`arch`'s network with its own copy of the inherited weights (BatchNorm statistics as
         the supernet left them: recalibrate before use)."""
         model = build(arch, self.input_shape, self.num_classes)
-        model.load_state_dict({k: v.detach().clone() for k, v in self.tensors_for(arch).items()})
+        model.load_state_dict({k: v.detach().clone() for k, v in self.tensors_for(arch, model).items()})
         return model
 
 

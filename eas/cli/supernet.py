@@ -129,9 +129,9 @@ def show_command(folder: SupernetFolder, as_json: JsonOption = False) -> None:
 
 
 def _trust_fidelity(epochs: float, subset: int | None, batch_size: int, precision: str):
-    from eas.cli.options import fidelity_from_options
+    from eas.training.proxy import Fidelity
 
-    return fidelity_from_options(epochs, subset, None, batch_size, 3e-3, precision)
+    return Fidelity(epochs=epochs, subset=subset, batch_size=batch_size, precision=precision)  # search's lr
 
 
 def _measure_trust(stored, task, fidelity, samples: int, seed: int, device: str, quiet: bool) -> None:

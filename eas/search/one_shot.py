@@ -53,7 +53,8 @@ def inherit(candidate: Candidate, stored: StoredSupernet) -> None:
     """Give the candidate's network its supernet weights and recalibrate its BatchNorm (energy
     and time metered as the candidate's "recalibration")."""
     def work():
-        tensors = stored.supernet.tensors_for(candidate.arch)
+        # the candidate's own network names every tensor: no meta skeleton needs building
+        tensors = stored.supernet.tensors_for(candidate.arch, candidate.model)
         candidate.model.load_state_dict({k: v.detach() for k, v in tensors.items()})
         recalibrate_batchnorm(candidate.model, candidate.task.train_x, images=RECALIBRATION_IMAGES)
 
@@ -132,9 +133,7 @@ def measure_trust(stored: StoredSupernet, task, fidelity: Fidelity, samples: int
         _write_trust(stored, trust)
         if on_sample:
             on_sample(len(trust["samples"]), sample)
-    trust.update(trust_summary(trust["samples"]))
-    _write_trust(stored, trust)
-    return trust
+    return {**trust, **trust_summary(trust["samples"])}
 
 
 def trust_note(trust: dict | None) -> str:
