@@ -1,269 +1,238 @@
-"""Search efficiency: does EAS's default search find a better front than plain Optuna in the
-same time? Random search, Optuna's default multi-objective sampler (TPE) and NSGA-II, each
-training every candidate at the full fidelity, against EAS's default (multi-fidelity rungs,
-TPE proposing into them, proposals that respect counted limits), all through the same
-evaluator, space, data and wall-clock budget, several seeds each.
+"""Search efficiency: does EAS's default search find a better front than plain Optuna with the
+same computing? Random search and Optuna's TPE, each training every candidate at the full
+fidelity, against EAS's default (TPE proposing into 3 rungs, proposals that respect counted
+limits), through the same evaluator, space, data and limit, 3 seeds each.
 
-Fixed before any run, and printed: the full fidelity, the normalisation and the reference
-point of the hypervolume (accuracy from 100% down to --accuracy-floor; MACs, parameters and
-inference energy on a log10 scale between the space's smallest and largest architecture).
-A method's hypervolume counts only accuracies measured at that full fidelity (EAS's lower
-rungs do not count). Before the runs, a few random candidates are trained at the full
-fidelity with two seeds: Kendall's tau between the two says whether that fidelity ranks
-candidates stably enough to judge a front by.
+Each method x seed is one unit (results/search_efficiency/<space>-<method>-seed<N>.json), run as
+`eas search --cpu-budget`: every method gets the same CPU seconds (1 thread), so a unit that ran
+beside other work got as much computing as one on an idle machine. A calibration unit trains 8
+random candidates at the full fidelity with two seeds: Kendall's tau between them says whether
+that fidelity ranks candidates stably enough to judge a front by.
 
-    python benchmarks/search_efficiency.py [--space tiny] [--data fashion-mnist] [--budget 4m]
-        [--seeds 0,1,2] [--epochs 2] [--subset 9000] [--methods random,tpe,nsga2,eas]
+The hypervolume counts only accuracies measured at the full fidelity (EAS's lower rungs do not
+count), normalised by bounds fixed in the configuration (accuracy from 100% down to 50%; MACs,
+parameters and inference energy on a log10 scale around the space's smallest and largest
+architecture). Each configuration records the hash of the space it measured: a space that
+changed since is refused, and its units stay valid for the space they measured.
 
-Prints anytime hypervolume against wall time and against energy (median [min, max] over
-seeds), the time each method needed to reach plain NSGA-II's final hypervolume, and ratios
-against random search measured in the same run; writes everything to --out as JSON.
+    python benchmarks/search_efficiency.py --space mobile --list
+    nice -n 19 python benchmarks/search_efficiency.py --space mobile --next
 """
 
 from __future__ import annotations
 
-import argparse
+import hashlib
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
+import units
 
 METHODS = {  # the flags that make each method; every one uses the same evaluator
     "random": ["--sampler", "random", "--rungs", "1"],
     "tpe": ["--sampler", "tpe", "--rungs", "1"],
-    "nsga2": ["--sampler", "nsga2", "--rungs", "1", "--population", "8"],
     "eas": [],  # EAS's defaults: TPE proposing into 3 rungs, eta 3
-    # Not in the default list: EAS's evolution proposer in the same rungs, to tell the
-    # proposer's share of the result from the rungs'.
-    "evolution": ["--sampler", "evolution"],
 }
-FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+SEEDS = (0, 1, 2)
+SHARES = (0.25, 0.5, 0.75)  # of the CPU budget, for the anytime hypervolume
+VERSION = 1
+
+# One configuration per question. `space_hash` is the space definition these units measured;
+# `bounds` fix the hypervolume's normalisation before any run: MACs and parameters from the
+# counted smallest and largest architectures (/1.5, x1.5), inference energy (J per 1000 images,
+# estimated on this machine: CPU time x 4 W) from those two measured (/3, x3).
+CONFIGS = {
+    "mobile": {
+        "space": "mobile", "data": "fashion-mnist", "max_macs": "20M", "epochs": 1.0, "subset": 9000,
+        "cpu_budget_seconds": 3000, "threads": 1, "accuracy_floor": 0.5, "calibration_candidates": 8,
+        "space_hash": "f707f8d0dd44cd48",  # 3.04 M to 90.2 M MACs, 37.7 k to 4.78 M params at 28 px
+        "bounds": {"macs": [2.0e6, 1.4e8], "params": [2.5e4, 7.2e6], "inference_energy_j_per_1k": [0.13, 29.4]},
+    },
+}
 
 
-def normaliser(space, task, floor: float):
-    """Objective -> [0, 1] maps (0 best, 1 = the reference point), fixed before the runs."""
-    import torch
+def space_hash(name: str) -> str:
+    from eas.arch.space import load_space
 
-    from eas.arch.counting import arch_cost
-    from eas.search.candidate import Candidate
-    from eas.training.proxy import Fidelity
-
-    smallest, largest = space.extremes(task.input_shape, task.num_classes)
-    bounds = {}
-    for key, attribute in (("macs", "macs"), ("params", "params")):
-        low = getattr(arch_cost(smallest, task.input_shape, task.num_classes), attribute)
-        high = getattr(arch_cost(largest, task.input_shape, task.num_classes), attribute)
-        bounds[key] = (low / 1.5, high * 1.5)
-    energies = []
-    for arch in (smallest, largest):
-        torch.manual_seed(0)
-        candidate = Candidate(arch, task, Fidelity(), "cpu")
-        candidate.measure_latency()  # latency and inference energy, in the study's default runtime
-        energies.append(candidate.metrics["inference_energy_j_per_1k"])
-    bounds["inference_energy_j_per_1k"] = (energies[0] / 3, energies[1] * 3)
-
-    def normalise(metrics: dict) -> np.ndarray:
-        values = [(1 - metrics["accuracy"]) / (1 - floor)]
-        for key, (low, high) in bounds.items():
-            scaled = math.log10(max(metrics[key], 1e-12)) - math.log10(low)
-            values.append(scaled / (math.log10(high) - math.log10(low)))
-        return np.array(values)
-
-    return normalise, bounds
+    text = json.dumps(load_space(name).definition, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def hypervolume(points: list[np.ndarray]) -> float:
-    from eas.reports.pareto import hypervolume_of_points
-
-    return hypervolume_of_points(np.array(points)) if points else 0.0
-
-
-def calibrate(space, task, fidelity, count: int) -> dict:
-    """Train `count` random candidates at the full fidelity with seeds 0 and 1."""
-    import optuna
-    from scipy.stats import kendalltau
-
-    from eas.search.candidate import evaluate
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=12345))
-    archs = [space.sample(study.ask()) for _ in range(count)]
-    runs = [[evaluate(a, task, fidelity, device="cpu", seed=seed).accuracy for a in archs] for seed in (0, 1)]
-    return {"accuracies": runs, "kendall_tau": float(kendalltau(runs[0], runs[1]).statistic),
-            "mean_abs_difference": float(np.mean(np.abs(np.array(runs[0]) - np.array(runs[1]))))}
+def units_of(config_name: str) -> list[units.Unit]:
+    """Seeds outermost (every method's first seed is done before any second one), EAS first in
+    each (its full-fidelity count is what sizes the budget), the calibration last."""
+    config = CONFIGS[config_name]
+    found = [units.Unit(f"{config_name}-{method}-seed{seed}",
+                        {**config, "kind": "search", "method": method, "seed": seed})
+             for seed in SEEDS for method in ("eas", "tpe", "random")]
+    return [*found, units.Unit(f"{config_name}-calibration", {**config, "kind": "calibration"})]
 
 
-def run_method(method: str, seed: int, args, folder: Path) -> dict:
-    """One search in its own process and study; the anytime curves of its full-fidelity results."""
+# -- running a unit ------------------------------------------------------------------------------
+
+def run(unit: units.Unit) -> tuple[dict, object]:
+    settings = unit.settings
+    if space_hash(settings["space"]) != settings["space_hash"]:
+        raise SystemExit(f"space {settings['space']!r} changed since this configuration was made (hash "
+                         f"{space_hash(settings['space'])}, units measured {settings['space_hash']}): "
+                         "add a configuration for the new space, keep this one for its results")
+    if settings["kind"] == "calibration":
+        return calibrate(settings)
+    return search(unit.name, settings)
+
+
+def search(name: str, settings: dict) -> tuple[dict, object]:
+    """One `eas search` in its own process and study; every trial's figures kept as raw data."""
     from eas.study.reader import load_study
 
-    name = f"{method}-{seed}"
-    url = f"sqlite:///{folder / name}.db"
-    command = [sys.executable, "-m", "eas", "search", "--space", args.space, "--data", args.data, "--budget",
-               args.budget, "--seed", str(seed), "--study", name, "--storage", url, "--no-warm-start", "--quiet",
-               "--epochs", str(args.epochs), "--subset", str(args.subset), *METHODS[method], *args.extra]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "EAS_STUDIES_DIR": str(folder)})
-    if done.returncode != 0:
-        raise SystemExit(f"{method} seed {seed} failed: {done.stderr.strip().splitlines()[-1:]}")
-    loaded = load_study(url, name)
-    # The clock starts with the first trial: start-up checks (data, reference point) are the same for all.
-    started = min((r.started for r in loaded.records if r.started), default=0.0)
-    events = []  # (seconds since the search began, energy so far, full-fidelity metrics or None)
-    energy = 0.0
-    for record in sorted((r for r in loaded.records if r.finished), key=lambda r: r.finished):
-        if "cached_from" not in record.attrs:
-            energy += float(record.metrics.get("evaluate_energy_j") or 0.0)
-        full = record.state == "complete" and record.metrics.get("status") == "ok"
-        events.append((record.finished - started, energy, dict(record.metrics) if full else None))
-    return {"method": method, "seed": seed, "events": events, "wall": events[-1][0] if events else 0.0,
-            "trials": len(loaded.records), "full_fidelity": sum(e[2] is not None for e in events),
-            "stopped": sum(r.state == "stopped" for r in loaded.records)}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{folder}/{name}.db"
+        command = [sys.executable, "-m", "eas", "search", "--space", settings["space"], "--data", settings["data"],
+                   "--cpu-budget", f"{settings['cpu_budget_seconds']}s", "--seed", str(settings["seed"]),
+                   "--study", name, "--storage", url, "--no-warm-start", "--quiet",
+                   "--threads", str(settings["threads"]), "--trial-timeout", "24h",
+                   "--max-macs", settings["max_macs"], "--epochs", str(settings["epochs"]),
+                   "--subset", str(settings["subset"]), *METHODS[settings["method"]]]
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "EAS_STUDIES_DIR": folder})
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: eas search failed: {done.stderr.strip().splitlines()[-1:]}")
+        loaded = load_study(url, name)
+    trials = [trial_row(record) for record in sorted(loaded.records, key=lambda r: r.number)]
+    return search_figures(trials, settings), {"trials": trials, "search_stderr_tail": done.stderr[-2000:]}
 
 
-def curve(run: dict, normalise) -> list[tuple[float, float, float]]:
-    """(seconds, energy, hypervolume) after each finished trial."""
-    points, result = [], []
-    for seconds, energy, metrics in run["events"]:
-        if metrics is not None:
-            points.append(normalise(metrics))
-        result.append((seconds, energy, hypervolume(points)))
-    return result
+RAW_METRICS = ("status", "accuracy", "accuracy_low", "accuracy_high", "macs", "params",
+               "inference_energy_j_per_1k", "latency_ms", "train_steps", "evaluate_seconds",
+               "evaluate_cpu_seconds", "evaluate_energy_j", "energy_source")
 
 
-def at(series: list[tuple[float, float, float]], limit: float, axis: int) -> float:
-    """Hypervolume reached by `limit` seconds (axis 0) or joules (axis 1)."""
-    reached = [hv for *x, hv in series if x[axis] <= limit]
-    return reached[-1] if reached else 0.0
+def trial_row(record) -> dict:
+    metrics = record.metrics
+    rungs = record.attrs.get("rungs") or []
+    return {"number": record.number, "state": record.state, "genome": record.genome,
+            "started": record.started, "finished": record.finished,
+            "cached_from": record.attrs.get("cached_from"),
+            **{key: metrics.get(key) for key in RAW_METRICS},
+            "rungs": [{k: r.get(k) for k in ("rung", "steps", "accuracy", "go_on")} for r in rungs]}
 
 
-def time_to(series, target: float) -> float | None:
-    return next((seconds for seconds, _, hv in series if hv >= target - 1e-12), None)
-
-
-def median_time(reach: list[float | None]) -> float | None:
-    """Median over every seed, a seed that never reached the target counting as later than any
-    that did; None when the median seed did not reach it."""
-    ordered = sorted(reach, key=lambda t: math.inf if t is None else t)
-    middle = ordered[(len(ordered) - 1) // 2: len(ordered) // 2 + 1]
-    return None if None in middle else statistics.mean(middle)
-
-
-def reach_text(reach: list[float | None]) -> str:
-    if not reach:
-        return "-"
-    hits = sum(t is not None for t in reach)
-    median = median_time(reach)
-    return (f"{median:.0f} s" if median is not None else "not reached") + f" ({hits}/{len(reach)} seeds)"
-
-
-def spread(values: list[float]) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--space", default="tiny")
-    parser.add_argument("--data", default="fashion-mnist")
-    parser.add_argument("--budget", default="4m")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--epochs", type=float, default=2.0)
-    parser.add_argument("--subset", type=int, default=9000)
-    parser.add_argument("--methods", default="random,tpe,nsga2,eas")
-    parser.add_argument("--accuracy-floor", type=float, default=0.5)
-    parser.add_argument("--calibration", type=int, default=8, help="candidates trained twice before the runs")
-    parser.add_argument("--target", type=float, help="time to this hypervolume instead of NSGA-II's final "
-                        "(for a run without nsga2, e.g. EAS alone against an earlier table)")
-    parser.add_argument("--out", default="search_efficiency.json")
-    parser.add_argument("extra", nargs="*", help="more `eas search` options for every method, after --")
-    args = parser.parse_args()
+def calibrate(settings: dict) -> tuple[dict, object]:
+    """`calibration_candidates` random candidates (under the limit) trained at the full fidelity
+    with seeds 0 and 1."""
+    import optuna
 
     from eas.arch.space import load_space
     from eas.data.datasets import load_dataset
+    from eas.objectives import Constraints
+    from eas.reports.pareto import kendall_tau
+    from eas.search.candidate import counted_metrics, evaluate
     from eas.training.proxy import Fidelity
-    from eas.units import parse_seconds, table
 
-    task = load_dataset(args.data)
-    space = load_space(args.space, task.input_shape)
-    fidelity = Fidelity(epochs=args.epochs, subset=args.subset)
-    normalise, bounds = normaliser(space, task, args.accuracy_floor)
-    budget = parse_seconds(args.budget, "--budget")
-    print(f"space {args.space}, data {args.data}, budget {args.budget} per run, seeds {args.seeds}")
-    print(f"full fidelity: {args.epochs:g} epoch(s) x {args.subset} images = "
-          f"{fidelity.total_steps(len(task.train_y))} steps; every method's hypervolume counts only these")
-    print("hypervolume normalisation (fixed before the runs; reference point = 1 on every axis):")
-    print(f"  accuracy  (1 - acc) / (1 - {args.accuracy_floor}): 100% -> 0, {args.accuracy_floor:.0%} -> 1")
-    for key, (low, high) in bounds.items():
-        print(f"  {key:9} log10 scale, {low:.4g} -> 0, {high:.4g} -> 1")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    task = load_dataset(settings["data"])
+    space = load_space(settings["space"], task.input_shape)
+    limit = Constraints.parse(settings["max_macs"], None, None, None)
+    fidelity = Fidelity(epochs=settings["epochs"], subset=settings["subset"])
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=12345))
+    archs = []
+    while len(archs) < settings["calibration_candidates"]:
+        arch = space.sample(study.ask())
+        if all(v <= 0 for v in limit.violations(counted_metrics(arch, task)).values()):
+            archs.append(arch)
+    runs = [[evaluate(a, task, fidelity, device="cpu", seed=seed).accuracy for a in archs] for seed in (0, 1)]
+    figures = {"kendall_tau": kendall_tau(runs[0], runs[1]),
+               "mean_abs_difference": float(np.mean(np.abs(np.array(runs[0]) - np.array(runs[1]))))}
+    return figures, {"genomes": [a.encode() for a in archs], "accuracies": runs}
 
-    started = time.time()
-    stability = calibrate(space, task, fidelity, args.calibration)
-    print(f"\nfull-fidelity ranking stability, {args.calibration} random candidates x seeds 0 and 1: Kendall tau "
-          f"{stability['kendall_tau']:+.2f}, mean |accuracy difference| {stability['mean_abs_difference']:.2%} "
-          f"({time.time() - started:.0f} s)")
 
-    methods = args.methods.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    runs = []
-    with tempfile.TemporaryDirectory() as folder:
-        for seed in seeds:  # seeds outermost: a slow period of the machine hits every method alike
-            for method in methods:
-                run = run_method(method, seed, args, Path(folder))
-                runs.append(run)
-                final = curve(run, normalise)[-1][2] if run["events"] else 0.0
-                print(f"  {method:7} seed {seed}: {run['trials']} trials, {run['full_fidelity']} at full fidelity, "
-                      f"hypervolume {final:.4f}", flush=True)
-    curves = {(r["method"], r["seed"]): curve(r, normalise) for r in runs}
-    energy_scale = statistics.median(c[-1][1] for c in curves.values() if c)
+# -- figures from raw trials (used when the unit ends and again by the tables) -------------------
 
-    def per_method(method, value):
-        return [value(curves[(method, s)], next(r for r in runs if r["method"] == method and r["seed"] == s))
-                for s in seeds]
+def normalised(row: dict, settings: dict) -> np.ndarray:
+    """A full-fidelity result as a point of [0, 1]^4: 0 best, 1 the reference point."""
+    floor = settings["accuracy_floor"]
+    values = [(1 - row["accuracy"]) / (1 - floor)]
+    for key, (low, high) in settings["bounds"].items():
+        scaled = math.log10(max(row[key], 1e-12)) - math.log10(low)
+        values.append(max(0.0, scaled / (math.log10(high) - math.log10(low))))  # below the bound: as good
+    return np.array(values)
 
-    finals = {m: per_method(m, lambda c, r: c[-1][2] if c else 0.0) for m in methods}
-    Path(args.out).write_text(json.dumps({"args": vars(args), "bounds": bounds, "stability": stability,
-                                          "runs": runs, "finals": finals}, indent=1, default=str))
-    target = args.target or (statistics.median(finals["nsga2"]) if "nsga2" in finals else None)
-    rows = []
-    for method in methods:
-        row = [method]
-        row += [spread(per_method(method, lambda c, r, f=f: at(c, f * budget, 0))) for f in FRACTIONS[:3]]
-        row += [spread(finals[method])]
-        row += [spread(per_method(method, lambda c, r, f=f: at(c, f * energy_scale, 1))) for f in (0.25, 0.5)]
-        reach = per_method(method, lambda c, r: time_to(c, target)) if target is not None else []
-        row += [reach_text(reach)]
-        row += [f"{statistics.median(finals[method]) / statistics.median(finals['random']):.2f}x"
-                if "random" in finals and statistics.median(finals["random"]) else "-"]
-        row += [f"{statistics.median(per_method(method, lambda c, r: r['full_fidelity'])):.0f}"]
-        rows.append(row)
-    print(f"\nanytime hypervolume, median [min, max] over seeds {args.seeds} (time from each search's first "
-          f"trial; energy in shares of the median run's total, {energy_scale:.0f} J, estimated unless a counter "
-          "was readable):")
-    print(table(rows, ["method", f"HV @ {budget * .25:.0f}s", f"HV @ {budget * .5:.0f}s",
-                       f"HV @ {budget * .75:.0f}s", "final HV", "HV @ 25% energy", "HV @ 50% energy",
-                       f"time to NSGA-II's final ({target:.4f})" if target else "time to NSGA-II's final",
-                       "final vs random", "full-fidelity results"]))
-    if "eas" in finals and target is not None:
-        eas_reach = median_time(per_method("eas", lambda c, r: time_to(c, target)))
-        if eas_reach is not None:
-            print(f"\nEAS reached NSGA-II's final hypervolume after {eas_reach:.0f} s (median over seeds), "
-                  f"{eas_reach / budget:.2f}x of the budget NSGA-II used (goal: at most 0.5x)")
-        else:
-            print("\nEAS did not reach NSGA-II's final hypervolume within the budget in most seeds "
-                  "(goal: within half of it)")
-    if "eas" in finals and "random" in finals:
-        ratio = statistics.median(finals["eas"]) / statistics.median(finals["random"])
-        print(f"EAS final hypervolume {ratio:.2f}x random search's (goal: at least 1.10x)")
-    print(f"\nall runs and curves: {args.out}; whole benchmark {(time.time() - started) / 60:.0f} min")
+
+def full_fidelity(row: dict) -> bool:
+    return (row["state"] == "complete" and row["status"] == "ok" and row["cached_from"] is None
+            and all(units.finite(row.get(k)) for k in ("accuracy", "macs", "params", "inference_energy_j_per_1k")))
+
+
+def anytime(trials: list[dict], settings: dict) -> list[tuple[float, float]]:
+    """(CPU seconds spent evaluating so far, hypervolume so far) after each finished trial."""
+    from eas.reports.pareto import hypervolume_of_points
+
+    points, curve, spent = [], [], 0.0
+    for row in sorted((t for t in trials if t["finished"] is not None), key=lambda t: t["finished"]):
+        if row["cached_from"] is None:
+            spent += float(row.get("evaluate_cpu_seconds") or 0.0)
+        if full_fidelity(row):
+            points.append(normalised(row, settings))
+        curve.append((spent, hypervolume_of_points(np.array(points)) if points else 0.0))
+    return curve
+
+
+def search_figures(trials: list[dict], settings: dict) -> dict:
+    curve = anytime(trials, settings)
+    budget = settings["cpu_budget_seconds"]
+
+    def at(seconds: float) -> float:
+        reached = [hv for spent, hv in curve if spent <= seconds]
+        return reached[-1] if reached else 0.0
+
+    return {"final_hypervolume": curve[-1][1] if curve else 0.0,
+            "full_fidelity_results": sum(full_fidelity(t) for t in trials),
+            "trials": len(trials), "stopped": sum(t["state"] == "stopped" for t in trials),
+            "evaluate_cpu_seconds": round(curve[-1][0], 1) if curve else 0.0,
+            "hypervolume_at_share": {str(share): at(share * budget) for share in SHARES}}
+
+
+def check(result: dict) -> str | None:
+    """An impossible figure, or one its raw trials do not give."""
+    figures, settings = result["figures"], result["settings"]
+    if settings.get("kind") == "calibration":
+        tau = figures.get("kendall_tau")
+        return None if units.finite(tau) and -1 <= tau <= 1 else f"kendall_tau {str(tau)[:20]} is not in [-1, 1]"
+    hv, count = figures.get("final_hypervolume"), figures.get("full_fidelity_results")
+    if not (units.finite(hv) and 0 <= hv <= 1):
+        return f"final_hypervolume {str(hv)[:20]} is not in [0, 1]"
+    if not (isinstance(count, int) and count >= 0):
+        return f"full_fidelity_results {str(count)[:20]} is not a count"
+    trials = (result.get("raw") or {}).get("trials") if isinstance(result.get("raw"), dict) else None
+    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
+        return "raw trials missing"
+    try:
+        again = search_figures(trials, settings)
+    except (KeyError, TypeError, ValueError) as error:
+        return f"raw trials malformed ({type(error).__name__}: {str(error)[:60]})"
+    if again["full_fidelity_results"] != count or not math.isclose(again["final_hypervolume"], hv, abs_tol=1e-9):
+        return (f"figures do not follow from its raw trials (hypervolume {hv:.4f} stored, "
+                f"{again['final_hypervolume']:.4f} recomputed; {count} vs {again['full_fidelity_results']} "
+                "full-fidelity results)")
+    return None
+
+
+def benchmark(config_name: str = "mobile") -> units.Benchmark:
+    return units.Benchmark("search_efficiency", VERSION, units_of(config_name), run, check,
+                           description=__doc__.split("\n\n")[0])
+
+
+def all_units() -> list[units.Unit]:
+    return [u for name in CONFIGS for u in units_of(name)]
+
+
+def main() -> None:
+    args = units.parse_args(__doc__.split("\n\n")[0], lambda p: p.add_argument(
+        "--space", default="mobile", choices=sorted(CONFIGS), help="Which configuration's units."))
+    units.main(benchmark(args.space), args)
 
 
 if __name__ == "__main__":

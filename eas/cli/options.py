@@ -37,6 +37,9 @@ StorageOption = Annotated[str | None, typer.Option(
          "keeps a password off the command line.")]
 StudyArgument = Annotated[str, typer.Argument(help="Study name.")]
 BudgetOption = Annotated[str | None, typer.Option("--budget", help="Wall time: 2h, 90m, 45s, 1h30m.")]
+CpuBudgetOption = Annotated[str | None, typer.Option(
+    "--cpu-budget", help="CPU time of this process (all its threads), e.g. 50m: no trial starts after it. "
+    "Holds on a busy machine, where wall time does not.")]
 TrialsOption = Annotated[int | None, typer.Option("--trials", help="Stop after N trials in this run.")]
 # Used as Annotated[int, PriorityOption] or Annotated[int | None, PriorityOption].
 PriorityOption = typer.Option("--priority", help="Pool workers serve higher priorities first; equal ones share "

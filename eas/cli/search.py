@@ -16,6 +16,7 @@ import typer
 from eas.cli.options import (
     BatchSizeOption,
     BudgetOption,
+    CpuBudgetOption,
     DataOption,
     HeartbeatOption,
     JsonOption,
@@ -187,6 +188,7 @@ def search_command(
     space: Annotated[str, typer.Option("--space", help="Space name or .yaml path.")] = "mobile",
     budget: BudgetOption = None,
     trials: TrialsOption = None,
+    cpu_budget: CpuBudgetOption = None,
     data: DataOption = "fashion-mnist",
     resolution: ResolutionOption = None,
     strict: StrictOption = False,
@@ -246,7 +248,7 @@ def search_command(
 ) -> None:
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
     request = SearchRequest.from_options(
-        space=space, budget=budget, trials=trials, data=data, resolution=resolution,
+        space=space, budget=budget, trials=trials, cpu_budget=cpu_budget, data=data, resolution=resolution,
         strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
@@ -295,7 +297,9 @@ class SearchRequest:
     @classmethod
     def from_options(cls, **options) -> SearchRequest:
         o = options
-        budget = Budget.parse(o["budget"], o["trials"])
+        budget = Budget.parse(o["budget"], o["trials"], o["cpu_budget"])
+        if budget.cpu_seconds and (o["queue"] or o["workers"] > 1):
+            raise UserError("--cpu-budget limits this one process: it does not go with --queue or --workers")
         if o["queue"] and o["workers"] > 1:
             raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
                             "--workers")

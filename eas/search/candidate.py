@@ -70,6 +70,7 @@ class Metrics:
     violations: dict = field(default_factory=dict)
     fidelity: dict = field(default_factory=dict)
     evaluate_seconds: float = 0.0
+    evaluate_cpu_seconds: float = 0.0  # CPU time of this process (all threads) the evaluation took
     time_split: dict = field(default_factory=dict)  # phase -> seconds
 
     def to_dict(self) -> dict:
@@ -119,7 +120,7 @@ class Candidate:
 
     def __init__(self, arch: Arch, task: Dataset, fidelity: Fidelity, device: str = "auto", seed: int = 0,
                  meter: str = "auto", runtime: Runtime = Runtime()):
-        self.began = time.perf_counter()
+        self.began, self.cpu_began = time.perf_counter(), time.process_time()
         self.arch, self.task, self.fidelity, self.seed, self.runtime = arch, task, fidelity, seed, runtime
         self.predictor = Predictor.from_dict(runtime.predictor) if runtime.predictor else None
         self.device = resolve_device(device)
@@ -216,7 +217,8 @@ class Candidate:
         return Metrics(status=status, reason=reason, violations=self.violations if violations is None else violations,
                        **(validation or {}), train_seconds=trained.seconds, train_steps=trained.steps,
                        train_images=trained.images, train_energy_j=trained.energy_j, precision=trained.precision,
-                       evaluate_energy_j=self.energy_j, evaluate_seconds=total, time_split=split, **self.metrics)
+                       evaluate_energy_j=self.energy_j, evaluate_seconds=total,
+                       evaluate_cpu_seconds=time.process_time() - self.cpu_began, time_split=split, **self.metrics)
 
     def screen(self, constraints: Constraints | None) -> Metrics | None:
         """The infeasible result when the candidate breaks a limit, else None. Counted costs are

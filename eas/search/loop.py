@@ -395,6 +395,7 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
     study.sampler = sampler or make_sampler(settings, space, task, live, seed)
     summary = RunSummary()
     deadline = time.monotonic() + budget.seconds if budget.seconds else None
+    cpu_started = time.process_time()
     snapshots = snapshots or Snapshots(_engine_of(study), study.study_name)
     runner = TrialRunner(settings, space, task, live, snapshots, deadline, trial_timeout, summary)
     runner.sampler = study.sampler
@@ -407,6 +408,9 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
         streak["infeasible"] = streak["infeasible"] + 1 if infeasible else 0
         if streak["infeasible"] >= MAX_CONSECUTIVE_INFEASIBLE and not live.any_feasible:
             summary.stopped = "no-feasible"
+            study_.stop()
+        elif budget.cpu_seconds and time.process_time() - cpu_started >= budget.cpu_seconds:
+            summary.stopped = "budget"
             study_.stop()
         if on_trial:
             on_trial(live, summary)

@@ -22,9 +22,9 @@ OPTUNA_STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "
                  "WAITING": "waiting"}
 # Metrics that readers compute with: they must be numbers (or absent) in a trial to be trusted.
 NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {
-    "flops", "train_seconds", "evaluate_seconds", "accuracy_low", "accuracy_high", "val_images", "train_steps",
-    "train_images", "evaluate_energy_j", "latency_ms_p10", "latency_ms_p90", "latency_batch_ms",
-    "memory_bytes_training", "latency_predicted_ms"}
+    "flops", "train_seconds", "evaluate_seconds", "evaluate_cpu_seconds", "accuracy_low", "accuracy_high",
+    "val_images", "train_steps", "train_images", "evaluate_energy_j", "latency_ms_p10", "latency_ms_p90",
+    "latency_batch_ms", "memory_bytes_training", "latency_predicted_ms"}
 RUNG_NUMBERS = {"steps", "accuracy_low", "accuracy_high", "val_images", "position", "results", "keep"}
 TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome", "latency_source"}
 UNREADABLE = "__unreadable__"  # the readers' mark for a stored value that is not JSON
