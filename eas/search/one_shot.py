@@ -52,14 +52,17 @@ def inherited_fidelity(stored: StoredSupernet) -> dict:
 def inherit(candidate: Candidate, stored: StoredSupernet) -> None:
     """Give the candidate's network its supernet weights and recalibrate its BatchNorm (energy
     and time metered as the candidate's "recalibration")."""
-    def work():
-        # the candidate's own network names every tensor: no meta skeleton needs building
-        tensors = stored.supernet.tensors_for(candidate.arch, candidate.model)
-        candidate.model.load_state_dict({k: v.detach() for k, v in tensors.items()})
-        recalibrate_batchnorm(candidate.model, candidate.task.train_x, images=RECALIBRATION_IMAGES)
-
-    candidate.metered("recalibration", work)
+    candidate.metered("recalibration", lambda: load_inherited(candidate, stored.supernet))
     candidate.metrics["fidelity"] = inherited_fidelity(stored)
+
+
+def load_inherited(candidate: Candidate, supernet) -> None:
+    """The candidate's network takes its slices of the supernet's tensors (load_state_dict copies
+    them: the supernet is untouched and may go on training) and recalibrates its BatchNorm."""
+    # the candidate's own network names every tensor: no meta skeleton needs building
+    tensors = supernet.tensors_for(candidate.arch, candidate.model)
+    candidate.model.load_state_dict({k: v.detach() for k, v in tensors.items()})
+    recalibrate_batchnorm(candidate.model, candidate.task.train_x, images=RECALIBRATION_IMAGES)
 
 
 def inherited_accuracy(arch, stored: StoredSupernet, task, device: str = "auto", seed: int = 0) -> float:
@@ -99,6 +102,19 @@ def trust_summary(samples: list[dict]) -> dict:
     return {"kendall_tau": None if not math.isfinite(tau) else round(tau, 4), "n": len(samples)}
 
 
+def trust_subnetworks(supernet, samples: int, seed: int = 0) -> list:
+    """`samples` distinct random sub-networks, in a fixed order for this seed."""
+    rng = random.Random(seed)
+    wanted: list = []
+    for _ in range(100 * samples):
+        if len(wanted) == samples:
+            break
+        arch = supernet.space.arch_from_params(supernet.sample_params(rng))
+        if arch.encode() not in {a.encode() for a in wanted}:
+            wanted.append(arch)
+    return wanted
+
+
 def measure_trust(stored: StoredSupernet, task, fidelity: Fidelity, samples: int, seed: int = 0,
                   device: str = "auto", on_sample: Callable[[int, dict], None] | None = None) -> dict:
     """Inherited vs stand-alone accuracy of `samples` distinct random sub-networks (continuing a
@@ -108,15 +124,7 @@ def measure_trust(stored: StoredSupernet, task, fidelity: Fidelity, samples: int
         trust = {"supernet_hash": stored.hash, "fidelity": fidelity.to_dict(), "seed": seed,
                  "val_images": VALIDATION_IMAGES, "samples": []}
     done = {s["genome"] for s in trust["samples"]}
-    rng = random.Random(seed)
-    wanted: list = []
-    for _ in range(100 * samples):  # distinct sub-networks, in a fixed order for this seed
-        if len(wanted) == samples:
-            break
-        arch = stored.supernet.space.arch_from_params(stored.supernet.sample_params(rng))
-        if arch.encode() not in {a.encode() for a in wanted}:
-            wanted.append(arch)
-    for arch in wanted:
+    for arch in trust_subnetworks(stored.supernet, samples, seed):
         if arch.encode() in done:
             continue
         alone = Candidate(arch, task, fidelity, device, seed, meter="estimated")

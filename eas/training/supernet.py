@@ -21,6 +21,7 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -131,6 +132,9 @@ class SupernetTraining:
         self.train_x, self.train_y = task.train_x.to(device), task.train_y.to(device)
         self.scheduler, self.progress = self._resume_or_start(restart)
         self.saved_step = self.progress.step  # what a kill now would resume from
+        # Called after every step with the progress (e.g. to evaluate sub-networks as training goes);
+        # its time and energy are not counted as the supernet's training.
+        self.after_step: Callable[[SupernetProgress], None] | None = None
 
     # -- plan, checkpoint --------------------------------------------------------------
     def _resume_or_start(self, restart: bool):
@@ -232,6 +236,10 @@ class SupernetTraining:
             self.scheduler.step()
             progress.step += 1
             progress.images += plan.batch_size
+            if self.after_step is not None:
+                bank()
+                self.after_step(progress)
+                token, started = self.meter.start(), time.perf_counter()
             if progress.step % report_every == 0 or progress.step == progress.total_steps:
                 progress.history.append({"step": progress.step, "loss_largest": round(largest, 4),
                                          "loss_smallest": round(smallest, 4)})

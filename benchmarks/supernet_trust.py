@@ -1,0 +1,177 @@
+"""Does the mobile space's supernet rank networks? Kendall tau between the accuracy 16 random
+sub-networks inherit from the supernet and the accuracy of the same networks trained alone at
+the search's full fidelity (goal: tau >= 0.6), and how it grows with the supernet's training.
+
+Two units:
+- `mobile-supernet` trains the supernet (`eas supernet train`'s training, in this process) for
+  a fixed number of sandwich steps, two hours of these 2 cores at the pace measured before
+  (4.4 s a step); at a quarter, half, three quarters and the end of the steps it records the
+  inherited accuracy of the 16 sub-networks `eas supernet trust` would draw. The one unit longer
+  than an hour: it checkpoints into benchmarks/work/ and resumes there when run again in the
+  same session (the checkpoint is not committed, so a later session starts it over).
+- `mobile-trust` trains those 16 sub-networks alone and computes tau at each point from the
+  supernet unit's result file (it needs no supernet, so it may run in any later session).
+
+    python benchmarks/supernet_trust.py --list
+    nice -n 19 python benchmarks/supernet_trust.py --next
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import units
+
+VERSION = 1
+WORK = units.ROOT / "benchmarks" / "work" / "supernet_trust"
+MILESTONES = (0.25, 0.5, 0.75, 1.0)
+CONFIG = {"space": "mobile", "data": "fashion-mnist", "steps": 1650, "batch_size": 128, "lr": 3e-3,
+          "random_subnets": 2, "seed": 0, "threads": 2, "samples": 16, "trust_epochs": 2.0, "trust_subset": 9000,
+          "milestones": list(MILESTONES)}
+UNITS = [units.Unit("mobile-supernet", {**CONFIG, "kind": "supernet"}),
+         units.Unit("mobile-trust", {**CONFIG, "kind": "trust"})]
+
+
+def run(unit: units.Unit) -> tuple[dict, object]:
+    import torch
+
+    torch.set_num_threads(unit.settings["threads"])
+    return train_supernet(unit) if unit.settings["kind"] == "supernet" else measure_trust(unit)
+
+
+def _write_json(path: Path, value) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(value, indent=1))
+    os.replace(partial, path)
+
+
+def train_supernet(unit: units.Unit) -> tuple[dict, object]:
+    import torch
+
+    from eas.arch.space import load_space
+    from eas.data.datasets import load_dataset
+    from eas.search.candidate import Candidate
+    from eas.search.one_shot import VALIDATION_IMAGES, load_inherited, trust_subnetworks
+    from eas.training.proxy import Fidelity
+    from eas.training.supernet import SupernetPlan, SupernetTraining
+    from eas.training.supernet_file import read_description
+
+    s = unit.settings
+    folder = WORK / unit.name
+    folder.mkdir(parents=True, exist_ok=True)
+    task = load_dataset(s["data"], seed=s["seed"])
+    marks = {round(share * s["steps"]) for share in s["milestones"]}
+    inherited_path = folder / "inherited.json"  # kept as it is made: a resumed run keeps earlier points
+    inherited = json.loads(inherited_path.read_text()) if inherited_path.exists() else {}
+    if not (folder / "supernet" / "supernet.json").exists():
+        plan = SupernetPlan(steps=s["steps"], batch_size=s["batch_size"], lr=s["lr"],
+                            random_subnets=s["random_subnets"], seed=s["seed"])
+        training = SupernetTraining(folder / "supernet", task, load_space(s["space"]), s["data"], plan,
+                                    torch.device("cpu"), "auto", restart=False, show_progress=True)
+        subnets = trust_subnetworks(training.supernet, s["samples"], s["seed"])
+
+        def after_step(progress) -> None:
+            if progress.step not in marks or str(progress.step) in inherited:
+                return
+            state = torch.get_rng_state()  # evaluating must not change what training draws next
+            accuracies = []
+            for arch in subnets:
+                candidate = Candidate(arch, task, Fidelity(), "cpu", s["seed"], meter="estimated")
+                load_inherited(candidate, training.supernet)
+                accuracies.append(round(candidate.validate(VALIDATION_IMAGES)["accuracy"], 5))
+            torch.set_rng_state(state)
+            inherited[str(progress.step)] = {"accuracies": accuracies, "seconds": round(progress.seconds, 1)}
+            _write_json(inherited_path, inherited)
+            print(f"step {progress.step}: inherited accuracies {min(accuracies):.1%}-{max(accuracies):.1%}",
+                  flush=True)
+
+        training.after_step = after_step
+        training.run()
+        genomes = [a.encode() for a in subnets]
+    else:  # trained earlier in this session; the points were kept beside it
+        genomes = json.loads((folder / "genomes.json").read_text())
+    _write_json(folder / "genomes.json", genomes)
+    missing = sorted(marks - {int(k) for k in inherited})
+    if missing:
+        raise SystemExit(f"{unit.name}: the supernet finished without the inherited accuracies at steps {missing} "
+                         f"(remove {folder} to train it again)")
+    description = read_description(folder / "supernet")
+    trained = description["trained"]
+    figures = {"supernet_train_seconds": trained["seconds"], "steps": trained["steps"], "images": trained["images"],
+               "energy_j": trained["energy_j"], "energy_source": trained["energy_source"],
+               "parameters": description["parameters"]}
+    return figures, {"genomes": genomes, "inherited": inherited, "history": trained["history"],
+                     "device": trained["device"]}
+
+
+def measure_trust(unit: units.Unit) -> tuple[dict, object]:
+    from eas.arch.genome import Arch
+    from eas.data.datasets import load_dataset
+    from eas.reports.pareto import kendall_tau
+    from eas.search.candidate import Candidate
+    from eas.search.one_shot import VALIDATION_IMAGES
+    from eas.training.proxy import Fidelity
+
+    s = unit.settings
+    done, problems = units.load_results(benchmark())
+    supernet = done.get("mobile-supernet")
+    if supernet is None:
+        raise SystemExit(f"{unit.name} needs the mobile-supernet unit's result first"
+                         + (f" ({problems[0]})" if problems else ""))
+    folder = WORK / unit.name
+    folder.mkdir(parents=True, exist_ok=True)
+    task = load_dataset(s["data"], seed=s["seed"])
+    fidelity = Fidelity(epochs=s["trust_epochs"], subset=s["trust_subset"], batch_size=s["batch_size"])
+    alone_path = folder / "standalone.json"  # each network as it finishes: a rerun goes on from there
+    alone = json.loads(alone_path.read_text()) if alone_path.exists() else {}
+    for genome in supernet["raw"]["genomes"]:
+        if genome in alone:
+            continue
+        candidate = Candidate(Arch.decode(genome), task, fidelity, "cpu", s["seed"], meter="estimated")
+        trained = candidate.train_segment(fidelity.total_steps(len(task.train_y)))
+        accuracy = candidate.validate(VALIDATION_IMAGES)["accuracy"] if not trained.diverged else 0.0
+        alone[genome] = {"accuracy": round(accuracy, 5), "seconds": round(trained.seconds, 2),
+                         "macs": candidate.metrics["macs"]}
+        _write_json(alone_path, alone)
+        print(f"trust {len(alone)}/{len(supernet['raw']['genomes'])}: alone {accuracy:.2%}  {genome}", flush=True)
+    standalone = [alone[g]["accuracy"] for g in supernet["raw"]["genomes"]]
+    by_step = {step: kendall_tau(point["accuracies"], standalone)
+               for step, point in sorted(supernet["raw"]["inherited"].items(), key=lambda kv: int(kv[0]))}
+    final = by_step[max(by_step, key=int)]
+    return ({"kendall_tau": final, "kendall_tau_by_step": by_step,
+             "supernet_train_seconds": supernet["figures"]["supernet_train_seconds"]},
+            {"genomes": supernet["raw"]["genomes"], "standalone": alone,
+             "supernet_unit": {"commit": supernet["commit"], "date": supernet["date"]}})
+
+
+def check(result: dict) -> str | None:
+    figures, raw = result["figures"], result["raw"]
+    if not isinstance(raw, dict):
+        return "raw data missing"
+    if result["settings"].get("kind") == "trust":
+        taus = [figures.get("kendall_tau"), *(figures.get("kendall_tau_by_step") or {}).values()]
+        if not all(units.finite(t) and -1 <= t <= 1 for t in taus):
+            return "a Kendall tau outside [-1, 1]"
+        return None
+    seconds = figures.get("supernet_train_seconds")
+    if not (units.finite(seconds) and seconds > 0):
+        return f"supernet_train_seconds {str(seconds)[:20]} is not a positive number"
+    points = raw.get("inherited")
+    if not isinstance(points, dict) or not points:
+        return "inherited accuracies missing"
+    for step, point in points.items():
+        accuracies = point.get("accuracies") if isinstance(point, dict) else None
+        if not isinstance(accuracies, list) or len(accuracies) != len(raw.get("genomes") or []) or not all(
+                units.finite(a) and 0 <= a <= 1 for a in accuracies):
+            return f"inherited accuracies at step {step[:10]} are not one accuracy per sub-network in [0, 1]"
+    return None
+
+
+def benchmark() -> units.Benchmark:
+    return units.Benchmark("supernet_trust", VERSION, UNITS, run, check, description=__doc__.split("\n\n")[0])
+
+
+if __name__ == "__main__":
+    units.main(benchmark(), units.parse_args(__doc__.split("\n\n")[0]))
