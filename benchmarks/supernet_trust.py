@@ -24,6 +24,8 @@ from pathlib import Path
 
 import units
 
+from eas.units import table as text_table
+
 VERSION = 1
 WORK = units.ROOT / "benchmarks" / "work" / "supernet_trust"
 MILESTONES = (0.25, 0.5, 0.75, 1.0)
@@ -167,6 +169,41 @@ def check(result: dict) -> str | None:
                 units.finite(a) and 0 <= a <= 1 for a in accuracies):
             return f"inherited accuracies at step {step[:10]} are not one accuracy per sub-network in [0, 1]"
     return None
+
+
+def table(results: Path = units.RESULTS) -> str:
+    """The docs' table (benchmarks.tables), from the result files."""
+    done, problems = units.load_results(benchmark(), results)
+    c = CONFIG
+    lines = [f"`supernet_trust.py`: the `{c['space']}` space's supernet on {c['data']}, {c['steps']:,} sandwich steps "
+             f"of {c['batch_size']} images at {c['threads']} threads; trust over {c['samples']} random sub-networks "
+             f"trained alone for {c['trust_epochs']:g} epochs x {c['trust_subset']:,} images. "
+             f"**{len(done)} of {len(UNITS)} units done.**", ""]
+    supernet, trust = done.get("mobile-supernet"), done.get("mobile-trust")
+    if supernet:
+        taus = (trust or {}).get("figures", {}).get("kendall_tau_by_step", {})
+        rows = []
+        for step, point in sorted(supernet["raw"]["inherited"].items(), key=lambda kv: int(kv[0])):
+            accuracies = point["accuracies"]
+            rows.append([f"{int(step):,}", f"{point['seconds'] / 60:.0f} min", f"{min(accuracies):.1%}-"
+                         f"{max(accuracies):.1%}", f"{taus[step]:+.2f}" if step in taus else "not measured yet"])
+        lines += units.code_block(text_table(rows, ["step", "supernet training", "inherited accuracy",
+                                                    "Kendall tau vs alone"]))
+        f = supernet["figures"]
+        hours = f["supernet_train_seconds"] / 3600
+        lines += ["", f"Training: {f['steps']:,} steps, {f['images']:,} images, {hours:.2f} "
+                  f"h, {f['energy_j'] / 3.6e6:.3f} kWh ({f['energy_source']}); {f['parameters']:,} shared parameters."]
+    if trust:
+        alone = [v["accuracy"] for v in trust["raw"]["standalone"].values()]
+        tau = trust["figures"]["kendall_tau"]
+        lines += [f"Trained alone the 16 reach {min(alone):.1%}-{max(alone):.1%}. Goal (Kendall tau >= 0.6): "
+                  + ("**met**" if tau >= 0.6 else "**not met**") + f" ({tau:+.2f})."]
+    else:
+        lines.append("Goal (Kendall tau >= 0.6): not measured yet.")
+    if done:
+        lines += ["", units.machines_line(list(done.values()))]
+    lines += [f"Left out: {p}" for p in problems]
+    return "\n".join(lines) + "\n"
 
 
 def benchmark() -> units.Benchmark:

@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -178,11 +179,11 @@ def _own_cpu_seconds() -> float:
 
 # -- result files -------------------------------------------------------------------------------
 
-def write_result(benchmark: Benchmark, unit: Unit, figures: dict, raw, load: dict, started: str,
+def write_result(benchmark: Benchmark, unit: Unit, figures: dict, raw, load: dict, started: str, commit: str,
                  results: Path = RESULTS) -> Path:
     """Write the unit's file aside, then rename it into place: a file in results/ is always whole."""
     document = {"benchmark": benchmark.name, "unit": unit.name, "version": benchmark.version,
-                "commit": git_commit(), "date": started, "machine": machine(), "settings": unit.settings,
+                "commit": commit, "date": started, "machine": machine(), "settings": unit.settings,
                 "figures": figures, "raw": raw, "load": load}
     text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
     folder = benchmark.folder(results)
@@ -271,11 +272,12 @@ def listing(benchmark: Benchmark, results: Path = RESULTS) -> str:
 
 def run_unit(benchmark: Benchmark, unit: Unit, results: Path = RESULTS) -> Path:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    commit = git_commit()  # the code the unit runs: taken before it starts
     print(f"{benchmark.name}: running unit {unit.name} ({json.dumps(unit.settings, sort_keys=True)[:300]})",
           flush=True)
     with LoadRecorder() as load:
         figures, raw = benchmark.run(unit)
-    path = write_result(benchmark, unit, figures, raw, load.to_dict(), started, results)
+    path = write_result(benchmark, unit, figures, raw, load.to_dict(), started, commit, results)
     print(f"{benchmark.name}: unit {unit.name} done in {load.wall / 60:.1f} min "
           f"({load.own / 60:.1f} CPU min): {path}", flush=True)
     return path
@@ -314,6 +316,22 @@ def limit_threads() -> None:
     """One thread per unit unless told otherwise, so that a unit runs beside the tests."""
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, os.environ.get("EAS_BENCHMARK_THREADS", "1"))
+
+
+# -- what every table says -----------------------------------------------------------------------
+
+def code_block(text: str) -> list[str]:
+    """A plain-text table as Markdown lines (indented: a code block keeps its columns)."""
+    return ["    " + line if line else "" for line in text.splitlines()]
+
+
+def machines_line(results: list[dict]) -> str:
+    """Where the units ran and how busy the machine was meanwhile."""
+    cpus = sorted({f"{r['machine'].get('cpu')} ({r['machine'].get('cores')} cores"
+                   + (f", {r['machine']['gpu']}" if r["machine"].get("gpu") else "") + ")" for r in results})
+    loads = [r["load"].get("machine_busy_share") for r in results if finite(r["load"].get("machine_busy_share"))]
+    busy = f"; its cores were {statistics.median(loads):.0%} busy while they ran (median over units)" if loads else ""
+    return "Measured on " + "; ".join(cpus) + busy + "."
 
 
 def finite(value) -> bool:

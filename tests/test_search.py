@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from eas.errors import UserError
 from eas.search.budget import Budget
 from eas.units import parse_seconds
 from tests.conftest import ROOT, assert_user_error, run_eas
@@ -34,6 +35,33 @@ def load(tmp_path, name):
 def test_budget_strings(text, seconds):
     assert parse_seconds(text, "--budget") == seconds
     assert Budget.parse(text, None).seconds == seconds
+
+
+def test_cpu_budget_strings_and_refusals():
+    assert Budget.parse(None, None, "50m") == Budget(None, None, 3000.0)
+    assert Budget.parse("2h", 5, "1m").split(2) == [Budget(7200.0, 3, 60.0), Budget(7200.0, 2, 60.0)]
+    for text in ("", "ten", "-5m"):
+        with pytest.raises(UserError, match="--cpu-budget"):
+            Budget.parse(None, None, text)
+
+
+def test_cpu_budget_is_for_one_process(tmp_path):
+    result = run_eas("search", *FAST, "--cpu-budget", "5s", "--workers", "2", env=env_for(tmp_path), cwd=tmp_path)
+    assert_user_error(result, "--cpu-budget limits this one process")
+    assert not (tmp_path / "studies").exists() or not list((tmp_path / "studies").glob("*.db"))
+
+
+@pytest.mark.slow
+def test_a_cpu_budget_stops_new_trials_once_the_process_used_it(tmp_path):
+    result = run_eas("search", *FAST, "--cpu-budget", "6s", "--study", "cpu", "--json", "--threads", "1",
+                     env=env_for(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stopped"] == "budget"
+    trials = sorted(load(tmp_path, "cpu").trials, key=lambda t: t.number)
+    spent = [t.user_attrs["metrics"]["evaluate_cpu_seconds"] for t in trials]
+    assert len(trials) >= 2 and all(s > 0 for s in spent)
+    # whatever else ran on the machine: the trials before the last one used less than the budget
+    assert sum(spent[:-1]) < 6
 
 
 @pytest.mark.slow

@@ -1,0 +1,154 @@
+"""Benchmark results kept as data: units written whole or not at all, result files read back with
+one-line reasons for what is left out, and the docs' tables made from them (no benchmark runs here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import search_efficiency  # noqa: E402
+import tables  # noqa: E402
+import units  # noqa: E402
+
+
+def toy_benchmark(run=None, version: int = 1) -> units.Benchmark:
+    def check(result):
+        value = result["figures"].get("value")
+        return None if units.finite(value) and 0 <= value <= 1 else f"value {value} is not in [0, 1]"
+
+    return units.Benchmark("toy", version, [units.Unit("a", {"x": 1}), units.Unit("b", {"x": 2})],
+                           run or (lambda unit: ({"value": unit.settings["x"] / 10}, {"rows": [unit.settings["x"]]})),
+                           check)
+
+
+def test_next_runs_the_first_missing_unit_and_writes_a_whole_file(tmp_path):
+    benchmark = toy_benchmark()
+    args = units.parse_args("", argv=["--next", "--results", str(tmp_path)])
+    units.main(benchmark, args)
+    result = json.loads((tmp_path / "toy" / "a.json").read_text())
+    for key in ("benchmark", "unit", "commit", "date", "machine", "settings", "figures", "raw", "load"):
+        assert key in result
+    assert result["figures"] == {"value": 0.1} and result["raw"] == {"rows": [1]}
+    assert result["machine"]["cores"] == os.cpu_count() and result["load"]["own_cpu_seconds"] >= 0
+    assert not (tmp_path / "toy" / "b.json").exists()
+    units.main(benchmark, args)  # the next one now
+    assert (tmp_path / "toy" / "b.json").exists()
+    listing = units.listing(benchmark, tmp_path)
+    assert listing.startswith("toy: 2 of 2 units done")
+
+
+def test_a_unit_that_stops_midway_leaves_no_result_file(tmp_path):
+    def fails(unit):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        units.run_unit(toy_benchmark(fails), units.Unit("a", {"x": 1}), tmp_path)
+    assert not list(tmp_path.rglob("*.json*"))
+    assert "a                            missing" in units.listing(toy_benchmark(), tmp_path)
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda text: text[: len(text) // 2], "not whole JSON"),
+    (lambda text: text.replace('"value": 0.1', '"value": 7.5'), "value 7.5 is not in [0, 1]"),
+    (lambda text: text.replace('"version": 1', '"version": 0'), "from benchmark version 0"),
+    (lambda text: text.replace('"x": 1', '"x": 3'), "its settings differ"),
+    (lambda text: "[" * 200_000 + "]" * 200_000, "nested too deeply"),
+    (lambda text: text.replace('"value": 0.1', '"value": NaN'), "not whole JSON"),
+])
+def test_a_damaged_result_is_named_in_one_line_and_left_out(tmp_path, damage, reason):
+    benchmark = toy_benchmark()
+    units.run_unit(benchmark, benchmark.units[0], tmp_path)
+    units.run_unit(benchmark, benchmark.units[1], tmp_path)
+    path = tmp_path / "toy" / "a.json"
+    path.write_text(damage(path.read_text()))
+    done, problems = units.load_results(benchmark, tmp_path)
+    assert list(done) == ["b"]
+    assert len(problems) == 1 and reason in problems[0] and "a.json" in problems[0] and "\n" not in problems[0]
+
+
+def search_row(number: int, accuracy: float, macs: float, cpu: float, state: str = "complete") -> dict:
+    return {"number": number, "state": state, "status": "ok" if state == "complete" else "stopped",
+            "accuracy": accuracy, "macs": macs, "params": 50_000.0, "inference_energy_j_per_1k": 1.0,
+            "cached_from": None, "finished": 1000.0 + number, "evaluate_cpu_seconds": cpu,
+            "rungs": [{"rung": 0, "steps": 8, "accuracy": accuracy - 0.1, "go_on": True},
+                      {"rung": 2, "steps": 71, "accuracy": accuracy, "go_on": False}]}
+
+
+def test_search_figures_follow_from_the_raw_trials():
+    settings = {**search_efficiency.CONFIGS["mobile"], "kind": "search", "method": "eas", "seed": 0}
+    trials = [search_row(0, 0.80, 1e7, 600), search_row(1, 0.85, 1.5e7, 600), search_row(2, 0.6, 3e6, 600, "stopped"),
+              search_row(3, 0.82, 5e6, 600)]
+    figures = search_efficiency.search_figures(trials, settings)
+    assert figures["full_fidelity_results"] == 3 and figures["trials"] == 4 and figures["stopped"] == 1
+    # at 25% of 3000 CPU seconds only the first trial was done; the final counts all three
+    only_first = search_efficiency.search_figures(trials[:1], settings)["final_hypervolume"]
+    assert figures["hypervolume_at_share"]["0.25"] == pytest.approx(only_first)
+    assert figures["final_hypervolume"] > figures["hypervolume_at_share"]["0.5"] > only_first > 0
+    point = search_efficiency.normalised(trials[0], settings)
+    assert point.shape == (4,) and np.all((point >= 0) & (point <= 1))
+    result = {"settings": settings, "figures": figures, "raw": {"trials": trials}}
+    assert search_efficiency.check(result) is None
+    edited = {**result, "figures": {**figures, "final_hypervolume": figures["final_hypervolume"] + 0.01}}
+    assert "do not follow from its raw trials" in search_efficiency.check(edited)
+
+
+def copy_of_the_docs(tmp_path: Path) -> Path:
+    for name in ("README.md", "docs"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    shutil.copytree(ROOT / "benchmarks" / "results", tmp_path / "benchmarks" / "results")
+    return tmp_path
+
+
+def test_the_docs_tables_are_what_the_committed_results_make():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tables", "--check"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_check_names_a_table_typed_by_hand_and_a_rewrite_restores_it(tmp_path, capsys):
+    root = copy_of_the_docs(tmp_path)
+    page = root / "docs" / "benchmarks.md"
+    original = page.read_text()
+    page.write_text(original.replace("0.5671", "0.6671", 1))  # a figure of front_vs_handmade, edited by hand
+    assert tables.main(["--check", "--root", str(root)]) == 1
+    assert "docs/benchmarks.md: table front_vs_handmade/earlier-run differs" in capsys.readouterr().err
+    assert tables.main(["--root", str(root)]) == 0
+    assert page.read_text() == original
+
+
+def test_a_damaged_result_is_left_out_of_its_table_and_named_under_it(tmp_path):
+    root = copy_of_the_docs(tmp_path)
+    result = root / "benchmarks" / "results" / "compression" / "earlier-run.json"
+    result.write_text(result.read_text()[:200])
+    made = tables.tables(root / "benchmarks" / "results")["compression/earlier-run"]()
+    assert made.startswith("Left out: ") and "earlier-run.json: not whole JSON" in made
+    assert "3.11x smaller" not in made
+
+
+def test_an_unknown_table_in_the_docs_is_refused_in_one_line(tmp_path):
+    root = copy_of_the_docs(tmp_path)
+    (root / "docs" / "extra.md").write_text("<!-- table: nothing/here -->\n<!-- end table -->\n")
+    with pytest.raises(SystemExit, match="no benchmark makes table 'nothing/here'"):
+        tables.main(["--check", "--root", str(root)])
+
+
+def test_search_efficiency_lists_its_units():
+    done = subprocess.run([sys.executable, "benchmarks/search_efficiency.py", "--space", "mobile", "--list"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("search_efficiency: ") and lines[0].endswith("of 10 units done")
+    names = [line.split()[0] for line in lines[1:11]]
+    assert names[:3] == ["mobile-eas-seed0", "mobile-tpe-seed0", "mobile-random-seed0"]
+    assert names[-1] == "mobile-calibration"
