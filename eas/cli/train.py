@@ -88,27 +88,28 @@ def train_command(
     searched = document.get("training") or {}
     plan = TrainPlan(**options, **{**searched, **given})
     from eas.data.datasets import load_dataset, with_resolution
+    from eas.deploy.handover import finish_training
     from eas.training.full import train_exported
     from eas.training.green import report_lines
 
     data = with_resolution(data, resolution)
     task = load_dataset(data, seed=seed, strict=strict)
     if nproc * nnodes == 1:
-        report = train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
+        train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
     else:
-        report = _train_distributed(folder, data, task, plan, device, meter, grid, pue, restart, not quiet,
-                                    nproc, nnodes, rdzv_endpoint, max_restarts)
+        _train_distributed(folder, data, task, plan, device, meter, grid, pue, restart, not quiet,
+                           nproc, nnodes, rdzv_endpoint, max_restarts)
+    report = finish_training(folder, task)  # what is handed over is what was trained
     if as_json:
         emit_json(report)
         return
-    typer.echo("\n".join(report_lines(report) + [f"saved              {folder}/model.safetensors, report.json"]))
+    typer.echo("\n".join(report_lines(report)))
 
 
 def _train_distributed(folder: Path, data: str, task, plan, device: str, meter: str, grid: float, pue: float,
                        restart: bool, show_progress: bool, nproc: int, nnodes: int, rdzv_endpoint: str | None,
-                       max_restarts: int) -> dict:
-    """Check everything a worker would, then let torchrun run the workers; worker 0's report."""
-    import json
+                       max_restarts: int) -> None:
+    """Check everything a worker would, then let torchrun run the workers (worker 0 writes the report)."""
     import shutil
     from dataclasses import asdict
 
@@ -131,4 +132,3 @@ def _train_distributed(folder: Path, data: str, task, plan, device: str, meter: 
     if code != 0:
         raise UserError(f"distributed training failed (torchrun exit code {code}); run the same command again to "
                         f"resume from {folder}/checkpoint")
-    return json.loads((folder / "report.json").read_text())

@@ -86,6 +86,18 @@ class Dataset:
     def num_classes(self) -> int:
         return len(self.classes)
 
+    def preprocessing(self) -> dict:
+        """How a deployed model's input is made from an image, exactly as training made it."""
+        channels, height, width = self.input_shape
+        _, _, resolution = parse_spec(self.name)
+        return {"input": f"float32 NCHW, {channels}x{height}x{width}",
+                "channels": "grayscale" if channels == 1 else "RGB",
+                "resize": (f"short side to {resolution} px, then the centre {resolution}x{resolution} square"
+                           if resolution else f"none: the images are {height}x{width} as stored"),
+                "pixel_scale": self.train_x.scale, "mean": list(self.mean), "std": list(self.std),
+                "formula": "(pixel * pixel_scale - mean) / std, per channel; pixels as stored (uint8 0..255 for "
+                           "image data)"}
+
     def describe(self) -> dict:
         c, h, w = self.input_shape
         return {"name": self.name, "input_shape": f"{c}x{h}x{w}", "classes": self.num_classes,

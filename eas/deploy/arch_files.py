@@ -18,7 +18,7 @@ ARCH_FORMAT = "eas-arch/1"
 MODEL_FOOTER = '''
 
 # ---- the exported architecture -------------------------------------------------------------
-GENOME = {genome!r}
+GENOME = {genome}
 ARCH = {spec}
 INPUT_SHAPE = {input_shape!r}  # (channels, height, width)
 NUM_CLASSES = {num_classes!r}
@@ -27,6 +27,58 @@ NUM_CLASSES = {num_classes!r}
 def build_model(num_classes: int = NUM_CLASSES, in_channels: int = INPUT_SHAPE[0]) -> Network:
     """The exported architecture, freshly initialised."""
     return Network(ARCH["stem"], ARCH["stages"], ARCH["head"], in_channels, num_classes)
+
+
+def load_trained(path=None) -> Network:
+    """The exported architecture with the weights `eas train` saved (model.safetensors beside this
+    file by default), in eval mode; read with torch alone."""
+    from pathlib import Path
+
+    model = build_model()
+    model.load_state_dict(read_safetensors(path or Path(__file__).with_name("model.safetensors")))
+    return model.eval()
+
+
+_DTYPES = {{"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+           "BOOL": torch.bool}}
+
+
+def read_safetensors(path) -> dict:
+    """A safetensors file as a state dict, without the safetensors package: 8 bytes giving the
+    header's length, a JSON header (each tensor's dtype, shape and byte range), then the bytes."""
+    import json
+    from pathlib import Path
+
+    data = Path(path).read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    body = data[8 + length:]
+    tensors = {{}}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        dtype = _DTYPES[entry["dtype"]]
+        if end > start:
+            tensors[name] = torch.frombuffer(bytearray(body[start:end]), dtype=dtype).reshape(entry["shape"])
+        else:
+            tensors[name] = torch.empty(entry["shape"], dtype=dtype)
+    return tensors
+
+
+def preprocess(pixels) -> torch.Tensor:
+    """Images as stored (N x C x H x W, uint8 for image data, already at INPUT_SHAPE's size) made into
+    the model's input exactly as in training: arch.json's "preprocessing" (written by `eas train`)."""
+    import json
+    from pathlib import Path
+
+    spec = json.loads(Path(__file__).with_name("arch.json").read_text()).get("preprocessing")
+    if spec is None:
+        raise ValueError("arch.json holds no preprocessing yet: it is recorded by `eas train`")
+    mean = torch.tensor(spec["mean"], dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(spec["std"], dtype=torch.float32).view(1, -1, 1, 1)
+    return (torch.as_tensor(pixels).float() * spec["pixel_scale"] - mean) / std
 
 
 if __name__ == "__main__":
@@ -45,16 +97,35 @@ def _source(module: str) -> str:
     return Path(importlib.util.find_spec(module).origin).read_text()
 
 
+def _genome_lines(genome: str, width: int = 96) -> list[str]:
+    """A genome cut after its part separators into lines of at most about `width` characters
+    (the generated file stays within a linter's line length)."""
+    lines, line = [], ""
+    for part in genome.split("-"):
+        piece = part if not line else "-" + part
+        if line and len(line) + len(piece) > width:
+            lines.append(line + "-")
+            piece = part
+            line = ""
+        line += piece
+    return [*lines, line]
+
+
 def standalone_source(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -> str:
-    header = (f'"""Standalone PyTorch model exported by EAS: needs only torch.\n\n'
-              f"    from model import build_model\n    model = build_model()\n\n"
-              f'Genome: {arch.encode()}\n"""\n')
+    header = ('"""Standalone PyTorch model exported by EAS: needs only torch.\n\n'
+              "    from model import build_model, load_trained, preprocess\n"
+              "    model = build_model()           # freshly initialised, to train elsewhere\n"
+              "    model = load_trained()          # the weights `eas train` saved in model.safetensors\n"
+              "    logits = model(preprocess(images))  # uint8 images as stored -> normalised as in training\n\n"
+              "Genome:\n" + "".join(f"    {line}\n" for line in _genome_lines(arch.encode())) + '"""\n')
     body = _source("eas.arch.blocks")
     body = body[body.index("from __future__"):]  # drop blocks.py's own docstring
     channels = _source("eas.arch.channels")
-    body = body.replace(INLINED_IMPORT, channels[channels.index("def make_divisible"):])
+    body = body.replace(INLINED_IMPORT, "\n" + channels[channels.index("def make_divisible"):])
     spec = pprint.pformat(arch_spec(arch), sort_dicts=False, width=110)  # Python literals, not JSON
-    footer = MODEL_FOOTER.format(genome=arch.encode(), spec=spec, input_shape=tuple(input_shape),
+    lines = _genome_lines(arch.encode())
+    genome = repr(lines[0]) if len(lines) == 1 else "(" + "\n          ".join(repr(line) for line in lines) + ")"
+    footer = MODEL_FOOTER.format(genome=genome, spec=spec, input_shape=tuple(input_shape),
                                  num_classes=num_classes)
     return header + body + footer
 

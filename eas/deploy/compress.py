@@ -24,7 +24,8 @@ from eas.arch.builder import build
 from eas.arch.genome import Arch, arch_spec
 from eas.arch.profile import profile
 from eas.deploy.arch_files import standalone_source
-from eas.deploy.export import export_onnx, writing_folder
+from eas.deploy.export import writing_folder
+from eas.deploy.handover import hand_over, onnx_agreement
 from eas.deploy.prune import inherit_weights, pruned_arch
 from eas.deploy.quantize import (
     CALIBRATION_IMAGES,
@@ -70,18 +71,23 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
 
     with writing_folder(out, force, derived_from=folder) as work:
         fp32, int8 = work / "model.onnx", work / "model.int8.onnx"
-        checks = export_onnx(model, torch.randn(2, *task.input_shape), fp32)
+        save_weights(work / WEIGHTS, model)  # model.py loads them: the folder is a complete trained export
+        checks = hand_over(work, model, task)
+        if "removed" in checks["model.onnx"]:
+            raise UserError(f"cannot quantise: model.onnx {checks['model.onnx']['removed']}")
         quantize_onnx(fp32, int8, calibration_images(task.train_x))
+        checks["model.int8.onnx"] = onnx_agreement(int8, model, task)
         before, after = measure_onnx(fp32, test_x, test_y, meter), measure_onnx(int8, test_x, test_y, meter)
         report = {"method": "int8", "data": task.name, "runtime": f"onnxruntime {runtime.__version__}",
                   "calibration_images": CALIBRATION_IMAGES, "fp32": before, "int8": after,
-                  "gain": compare(before, after), "onnx_check": checks}
+                  "gain": compare(before, after), "deployed": checks, "preprocessing": task.preprocessing()}
         metrics = {"test_accuracy": after["test_accuracy"], "size_bytes": after["size_bytes"]}
         method = {"method": "int8", "format": "onnx QDQ, per-channel int8 weights, uint8 activations"}
         (work / "model.py").write_text(standalone_source(Arch.decode(document["genome"]), task.input_shape,
                                                          task.num_classes))
-        (work / "arch.json").write_text(json.dumps(derived_document(document, document["genome"], folder,
-                                                                    method, metrics), indent=2))
+        (work / "arch.json").write_text(json.dumps({**derived_document(document, document["genome"], folder, method,
+                                                                       metrics), "preprocessing": task.preprocessing()},
+                                                   indent=2))
         (work / "report.json").write_text(json.dumps(report, indent=2))
         return report
 
@@ -139,9 +145,12 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
                            "faster_b1": before["latency_ms_b1"] / after["latency_ms_b1"],
                            "accuracy_points": 100 * (after["test_accuracy"] - before["test_accuracy"])}}
         metrics = {k: after[k] for k in ("params", "macs", "test_accuracy")}
-        (work / "arch.json").write_text(json.dumps(derived_document(document, narrower.encode(), folder, method,
-                                                                    metrics), indent=2))
-        (work / "report.json").write_text(json.dumps({**training, "compression": report}, indent=2))
+        (work / "arch.json").write_text(json.dumps({**derived_document(document, narrower.encode(), folder, method,
+                                                                       metrics), "preprocessing": task.preprocessing()},
+                                                   indent=2))
+        deployed = hand_over(work, tuned, task)
+        (work / "report.json").write_text(json.dumps({**training, "compression": report, "deployed": deployed,
+                                                      "preprocessing": task.preprocessing()}, indent=2))
         for leftover in ("checkpoint", "best.safetensors"):  # fine-tuning is done; keep only the result
             path = work / leftover
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)

@@ -50,7 +50,8 @@ def load_standalone(path: Path):
 EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data", "model.int8.onnx",
                 "inherited.safetensors"}
 TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
-                 "report.json", "best.safetensors.partial", "model.safetensors.partial"}
+                 "report.json", "best.safetensors.partial", "model.safetensors.partial", "model.partial.onnx",
+                 "model.partial.pt2", "arch.json.partial", "report.json.partial"}
 
 
 def _is_previous_export(folder: Path, derived_from: Path | None = None) -> bool:
@@ -92,8 +93,10 @@ def prepare_output(out: Path, force: bool, derived_from: Path | None = None) -> 
             raise UserError(f"--force replaces only a folder that holds {what} and nothing else; "
                             f"{out} holds other files, so it was left untouched")
     parent = out.resolve().parent
-    if not parent.exists():
-        raise UserError(f"folder {parent} does not exist")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)  # `--out models/knee` in a fresh clone: models/ is made
+    except OSError as error:
+        raise UserError(f"cannot make folder {parent}: {error.strerror or error}") from None
     try:
         probe = tempfile.TemporaryDirectory(dir=parent, prefix=f".{out.name}.check-")
         probe.cleanup()
@@ -196,11 +199,23 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
     return document
 
 
+def export_pt2_file(model, example, path: Path) -> None:
+    """model.pt2: the torch.export program of `model` as it is now (its weights inside), taking
+    any batch size as model.onnx does."""
+    batch = torch.export.Dim("batch", min=1, max=2**16)
+    torch.export.save(torch.export.export(model, (example,), dynamic_shapes=({0: batch},)), str(path))
+
+
+def export_onnx_file(model, example, path: Path) -> None:
+    """model.onnx: written by the exporter the search timed its latency with."""
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    to_onnx(model, example, str(path))
+
+
 def _export_pt2(model, example, path: Path) -> tuple[int, float]:
     """Saves the program; returns its parameter count (buffers excluded) and the max output
     difference of the reloaded program."""
-    program = torch.export.export(model, (example,))
-    torch.export.save(program, str(path))
+    export_pt2_file(model, example, path)
     reloaded = torch.export.load(str(path))
     params = sum(reloaded.state_dict[name].numel() for name in reloaded.graph_signature.parameters)
     with torch.no_grad():
@@ -212,8 +227,7 @@ def export_onnx(model, example, path: Path) -> dict:
     the PyTorch model in ONNX Runtime."""
     if not available("onnxruntime"):
         return {"onnx": "skipped: install onnxruntime (pip install onnxruntime)"}
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    to_onnx(model, example, str(path))
+    export_onnx_file(model, example, path)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     probe = torch.randn(3, *example.shape[1:])
     with torch.no_grad():

@@ -61,4 +61,17 @@ def _training_setup_lines(report: dict) -> list[str]:
     teacher = report.get("teacher")
     if teacher:
         lines.append(f"distilled from     {teacher['folder']} (teacher test accuracy {teacher['test_accuracy']:.2%})")
+    return lines + deployed_lines(report.get("deployed") or {})
+
+
+def deployed_lines(deployed: dict) -> list[str]:
+    """Each deployable file, checked against the trained PyTorch model (or why it was removed)."""
+    lines = ["saved              model.safetensors (the trained weights), report.json"] if deployed else []
+    for name, check in deployed.items():
+        if "removed" in check:
+            why = check["removed"].removeprefix("not rewritten with the trained weights: ")
+            lines.append(f"{name:18} removed: {why}")
+        else:
+            lines.append(f"{name:18} trained weights; vs PyTorch on {check['images']} validation images: top-1 agrees "
+                         f"on {check['top1_agreement']:.1%}, largest logit difference {check['max_abs_diff']:.2g}")
     return lines
