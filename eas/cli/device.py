@@ -35,17 +35,28 @@ UrlOption = Annotated[str, typer.Option("--device", help="The agent's URL, e.g. 
 
 def serve_command(
     host: Annotated[str, typer.Option("--host", help="Address to bind; 0.0.0.0 serves the network.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8765,
-    max_model_mb: Annotated[float, typer.Option("--max-model-mb", help="Largest model accepted.", min=0.01,
-                                                max=4096)] = 64.0,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one measurement may take.", min=1,
-                                           max=3600)] = 60.0,
+    port: Annotated[int, typer.Option("--port")] = 8765,
+    max_model_mb: Annotated[float, typer.Option("--max-model-mb", help="Largest model accepted.")] = 64.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one measurement may take, loading "
+                                           "included.")] = 60.0,
+    max_memory_mb: Annotated[float | None, typer.Option("--max-memory-mb", help="Memory loading and timing one "
+                                                        "model may take (default: half of this machine's).")] = None,
+    max_connections: Annotated[int, typer.Option("--max-connections", help="Connections served at once; more are "
+                                                 "answered 503.")] = 32,
 ) -> None:
     """Serve measurements to searches on this machine (the deployment target): ONNX Runtime only."""
+    try:  # the same checks as the standalone `eas-device serve`
+        options = agent.ServeOptions(host, port, max_model_mb, timeout,
+                                     agent.half_the_memory_mb() if max_memory_mb is None else max_memory_mb,
+                                     max_connections)
+    except ValueError as error:
+        raise UserError(str(error)) from None
     try:
-        agent.serve_from_options(host, port, max_model_mb, timeout)
+        agent.serve_from_options(options)
     except OSError as error:
         raise UserError(f"cannot serve on {host}:{port}: {error.strerror or error}") from None
+    except agent.Refusal as error:
+        raise UserError(str(error)) from None
 
 
 def info_command(device: UrlOption, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
