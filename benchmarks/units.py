@@ -313,9 +313,12 @@ def main(benchmark: Benchmark, args: argparse.Namespace) -> None:
 
 
 def limit_threads() -> None:
-    """One thread per unit unless told otherwise, so that a unit runs beside the tests."""
+    """One thread per unit unless told otherwise, so that a unit runs beside the tests; threads
+    that wait sleep (a unit may import torch before EAS, which sets this too): busy-waiting
+    OpenMP threads beside other work made a supernet step cost 3.5x its CPU time."""
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, os.environ.get("EAS_BENCHMARK_THREADS", "1"))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 # -- what every table says -----------------------------------------------------------------------
