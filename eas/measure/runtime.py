@@ -100,6 +100,7 @@ def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_cla
     """Before a search starts: the device answers and takes our token, and the predictor was
     fitted for this input shape and number of classes (one line each, exit 2)."""
     if runtime.device:
+        device_wait()  # a nonsense $EAS_DEVICE_WAIT is refused now, not when a trial waits
         try:
             client.info(runtime.device)
         except client.DeviceError as error:
@@ -110,14 +111,21 @@ def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_cla
                         f"{predictor['num_classes']} classes; this data has {tuple(input_shape)} and {num_classes}")
 
 
+MAX_DEVICE_WAIT = 24 * 3600.0
+
+
 def device_wait() -> float:
     """Seconds a measurement waits for a device that went away before its trial is stored without
-    a latency (and the reason): $EAS_DEVICE_WAIT, default 300."""
+    a latency (and the reason): $EAS_DEVICE_WAIT, default 300, at most a day."""
+    text = os.environ.get("EAS_DEVICE_WAIT", "300")
     try:
-        return max(0.0, float(os.environ.get("EAS_DEVICE_WAIT", "300")))
+        seconds = float(text)
     except ValueError:
-        raise UserError(f"EAS_DEVICE_WAIT must be a number of seconds (got {os.environ['EAS_DEVICE_WAIT']!r})") \
-            from None
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_DEVICE_WAIT):
+        raise UserError(f"EAS_DEVICE_WAIT must be a number of seconds from 0 to {MAX_DEVICE_WAIT:.0f} "
+                        f"(got {text[:40]!r})")
+    return seconds
 
 
 def to_onnx(model: nn.Module, example: torch.Tensor, target) -> None:
@@ -167,13 +175,66 @@ def measure_on_device(onnx: bytes, runtime: Runtime) -> Measured:
     """The agent's measurement of `onnx` on the deployment target; waits for a device that went
     away (eas_device.client), then raises DeviceError with the reason."""
     answer = client.measure(runtime.device, onnx, runtime.threads, runtime.batch, wait=device_wait())
+    return checked_answer(answer, runtime)
+
+
+MAX_LATENCY_MS = 3.6e6  # an hour for one inference: beyond it, an answer is not a measurement
+MAX_TEXT = 200  # characters of a runtime, provider or device name
+
+
+class Untrusted(client.DeviceError):
+    """An agent's answer that is not a measurement EAS can store (junk, out of range, disordered)."""
+
+
+def _number(value, what: str, low: float, high: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise Untrusted(f"{what} is not a finite number ({str(value)[:40]!r})")
+    if not low <= value <= high:
+        raise Untrusted(f"{what} {value:.4g} is outside {low:g}..{high:g}")
+    return float(value)
+
+
+def _text(value, what: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT or not value.isprintable():
+        raise Untrusted(f"{what} is not a short printable text ({str(value)[:40]!r})")
+    return value
+
+
+def _latency(answer, what: str, batch: int) -> Latency:
+    if not isinstance(answer, dict):
+        raise Untrusted(f"{what} is missing")
+    if answer.get("batch") != batch or isinstance(answer.get("batch"), bool):
+        raise Untrusted(f"{what} was timed at batch {str(answer.get('batch'))[:20]}, not {batch}")
+    median, p10, p90 = (_number(answer.get(key), f"{what} {key}", 1e-6, MAX_LATENCY_MS)
+                        for key in ("median_ms", "p10_ms", "p90_ms"))
+    if not p10 <= median <= p90:
+        raise Untrusted(f"{what} percentiles are out of order (p10 {p10:.4g}, median {median:.4g}, p90 {p90:.4g} ms)")
+    repeats = answer.get("repeats")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= 10**6:
+        raise Untrusted(f"{what} repeats is not a count ({str(repeats)[:20]!r})")
+    return Latency(batch, median, p10, p90, repeats)
+
+
+def checked_answer(answer, runtime: Runtime) -> Measured:
+    """An agent's answer is input: every field finite, positive, ordered, bounded, printable, and
+    for the threads and batch asked; anything else is a failed measurement with the reason."""
     try:
-        single, batched, energy = Latency(**answer["single"]), Latency(**answer["batched"]), answer["energy"]
-        reading = EnergyReading(float(energy["joules_per_1k"]), float(energy["seconds_per_1k"]), str(energy["source"]))
-        provenance = {k: answer["provenance"][k] for k in ("runtime", "provider", "threads", "batch", "device")}
-        numbers = (single.median_ms, single.p10_ms, single.p90_ms, batched.median_ms, reading.joules)
-        if not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers):
-            raise ValueError("a number that is not a finite non-negative number")
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise client.DeviceError(f"device {runtime.device} answered a malformed measurement ({error})") from None
-    return Measured(single, batched, reading, {**provenance, "url": runtime.device, "energy": reading.source})
+        if not isinstance(answer, dict):
+            raise Untrusted("the answer is not a JSON object")
+        single = _latency(answer.get("single"), "batch-1 latency", 1)
+        batched = _latency(answer.get("batched"), "batched latency", runtime.batch)
+        energy = answer.get("energy") if isinstance(answer.get("energy"), dict) else {}
+        source = energy.get("source")
+        if source not in ("rapl", "nvml", "estimated"):
+            raise Untrusted(f"energy source {str(source)[:40]!r} is not rapl, nvml or estimated")
+        reading = EnergyReading(_number(energy.get("joules_per_1k"), "energy per 1000 samples", 0.0, 1e9),
+                                _number(energy.get("seconds_per_1k"), "seconds per 1000 samples", 0.0, 1e9), source)
+        given = answer.get("provenance") if isinstance(answer.get("provenance"), dict) else {}
+        provenance = {key: _text(given.get(key), f"provenance {key}") for key in ("runtime", "provider", "device")}
+        if given.get("threads") != runtime.threads or given.get("batch") != [1, runtime.batch]:
+            raise Untrusted(f"it measured at {str(given.get('threads'))[:10]} thread(s) and batches "
+                            f"{str(given.get('batch'))[:20]}, not {runtime.threads} and [1, {runtime.batch}]")
+    except Untrusted as error:
+        raise Untrusted(f"device {runtime.device} answered a measurement EAS cannot trust: {error}") from None
+    return Measured(single, batched, reading, {**provenance, "threads": runtime.threads, "batch": [1, runtime.batch],
+                                              "url": runtime.device, "energy": reading.source})
