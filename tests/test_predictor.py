@@ -135,3 +135,69 @@ def test_eas_device_calibrate_here_writes_a_predictor_and_reports_its_error(tmp_
     assert predictor.space == "tiny" and predictor.runtime["threads"] == 1 and predictor.input_shape == (1, 8, 8)
     arch = random.Random(0).choice(sample_architectures(load_space("tiny").for_task((1, 8, 8)), 10, seed=9))
     assert predictor.predict(arch) > 0
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda d: d["model"].update(prices="a string"), "additive prices"),
+    (lambda d: d["model"].update(intercept=float("nan")), "additive prices"),
+    (lambda d: d.update(names=[1, 2]), "feature names"),
+    (lambda d: d.update(scale=[-1.0] * len(d["scale"])), "feature scales"),
+    (lambda d: d.update(kind="magic"), "kind"),
+    (lambda d: d.update(input_shape=[1, 8]), "input shape"),
+])
+def test_an_edited_predictor_is_refused_in_one_line(tmp_path, edit, reason):
+    path, predictor = _tiny_predictor(tmp_path)
+    document = predictor.to_dict()
+    edit(document)
+    (tmp_path / "edited.json").write_text(json.dumps(document))
+    with pytest.raises(UserError, match=reason):
+        load_predictor(tmp_path / "edited.json")
+
+
+def test_a_boosted_predictor_with_a_feature_out_of_range_or_a_loop_is_refused(mobile_sample, tmp_path):
+    latencies = [1.0 if features(a, SHAPE, 10).get("pointwise_count", 0) < 20 else 3.0 for a in mobile_sample]
+    document = fit(mobile_sample, latencies, SHAPE, 10, "mobile", {"threads": 1}).to_dict()
+    assert document["kind"] == "boosted"
+    for node_edit in ({"feature": 10_000}, {"left": 0}, {"threshold": "x"}):
+        edited = json.loads(json.dumps(document))
+        tree = edited["model"]["trees"][0]
+        for key, value in node_edit.items():
+            tree[key][0] = value
+        (tmp_path / "p.json").write_text(json.dumps(edited))
+        with pytest.raises(UserError, match="tree 0: node 0"):
+            load_predictor(tmp_path / "p.json")
+    (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(UserError, match="nested too deeply"):
+        load_predictor(tmp_path / "deep.json")
+
+
+def test_a_predictor_for_another_space_or_predicting_nonsense_is_refused_by_the_search(tmp_path):
+    path, predictor = _tiny_predictor(tmp_path)
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    common = ["search", "--data", "digits", "--trials", "1", "--study", "x", "--quiet", "--objectives",
+              "accuracy,latency", "--predictor"]
+    assert_user_error(run_eas(*common, path, "--space", "hybrid", env=env, cwd=tmp_path),
+                      "fitted on space 'tiny', not 'hybrid'")
+    negative = predictor.to_dict()
+    negative["model"]["intercept"] = -1e6  # every prediction below zero
+    (tmp_path / "negative.json").write_text(json.dumps(negative))
+    assert_user_error(run_eas(*common, str(tmp_path / "negative.json"), "--space", "tiny", env=env, cwd=tmp_path),
+                      "not a latency predictor")
+    assert not (tmp_path / "studies" / "x.db").exists()
+
+
+def test_a_prediction_out_of_range_is_measured_instead(tmp_path):
+    from eas.data.datasets import load_dataset
+    from eas.measure.runtime import Runtime
+    from eas.search.candidate import Candidate
+    from eas.training.proxy import Fidelity
+
+    _, predictor = _tiny_predictor(tmp_path)
+    document = predictor.to_dict()
+    document["model"]["prices"] = [p * 1e300 for p in document["model"]["prices"]]  # some predictions overflow
+    arch = load_space("tiny").extremes((1, 8, 8), 10)[1]
+    candidate = Candidate(arch, load_dataset("digits"), Fidelity(), "cpu",
+                          runtime=Runtime("onnxruntime", 1, 32, None, document))
+    candidate.predict_latency()
+    assert candidate.metrics["latency_source"] == "measured" and 0 < candidate.metrics["latency_ms"] < 1e3
+    assert "measured instead" in candidate.metrics["latency_note"]

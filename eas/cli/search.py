@@ -345,7 +345,7 @@ def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> Opened
     task = datasets.load_dataset(o["data"], seed=o["seed"], strict=o["strict"])
     ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
     space = request.space.for_task(task.input_shape)
-    runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes)
+    runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes, space)
     meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
     loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
     shared = _supernet_record(o["supernet"], space, o["data"], task, o["seed"]) if o["supernet"] is not None else {}

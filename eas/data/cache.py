@@ -29,6 +29,7 @@ import numpy as np
 
 import eas
 from eas.errors import UserError
+from eas.jsonfile import read_json
 
 FORMAT = 1
 HEADER, PIXELS, LABELS = "header.json", "pixels.bin", "labels.npy"
@@ -115,7 +116,7 @@ def _sha256(path: Path) -> str:
 def _open(folder: Path) -> Cached | str:
     """The cache in `folder`, or why it cannot be used."""
     try:
-        header = json.loads((folder / HEADER).read_text())
+        header = read_json(folder / HEADER, max_bytes=2**20)
         if header.get("header_sha256") != _header_hash(header):
             return "its header no longer matches its SHA-256"
         shape, dtype = tuple(int(v) for v in header["shape"]), np.dtype(header["dtype"])

@@ -31,6 +31,7 @@ from eas.arch.genome import Arch
 from eas.arch.profile import profile
 from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
 from eas.errors import UserError
+from eas.jsonfile import read_json
 from eas.lazy import available, lazy_import
 from eas.measure.runtime import to_onnx
 
@@ -60,7 +61,7 @@ def _is_previous_export(folder: Path, derived_from: Path | None = None) -> bool:
     if "arch.json" not in names or not names <= EXPORT_FILES | TRAINED_FILES:
         return False
     try:
-        document = json.loads((folder / "arch.json").read_text())
+        document = read_json(folder / "arch.json")
         if derived_from is not None:
             source = (document.get("derived_from") or {}).get("folder")
             return source == str(Path(derived_from).resolve()) and document.get("format") == ARCH_FORMAT

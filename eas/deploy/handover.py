@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from eas.deploy.export import export_onnx_file, export_pt2_file
+from eas.jsonfile import read_json
 from eas.lazy import available, lazy_import
 from eas.training.full import load_trained
 
@@ -96,7 +97,7 @@ def hand_over(folder: Path, model: torch.nn.Module, task, images: int = CHECK_IM
 def record_preprocessing(folder: Path, task) -> dict:
     """arch.json gains the preprocessing the model was trained with (written aside, then renamed)."""
     path = Path(folder) / "arch.json"
-    document = json.loads(path.read_text())
+    document = read_json(path)
     document["preprocessing"] = task.preprocessing()
     partial = path.with_name("arch.json.partial")
     partial.write_text(json.dumps(document, indent=2, default=str))
@@ -109,7 +110,7 @@ def finish_training(folder: Path, task) -> dict:
     arch.json's preprocessing recorded, both in report.json; the report."""
     folder = Path(folder)
     _, model = load_trained(folder, task)
-    report = json.loads((folder / "report.json").read_text())
+    report = read_json(folder / "report.json")
     report["deployed"] = hand_over(folder, model, task)
     report["preprocessing"] = record_preprocessing(folder, task)
     partial = folder / "report.json.partial"

@@ -18,18 +18,17 @@ way nn-Meter reports it: the share of held-out networks predicted within +-10%.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import statistics
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch
 from eas.errors import UserError
+from eas.jsonfile import read_json
 from eas.lazy import lazy_import
 
 ensemble = lazy_import("sklearn.ensemble")
@@ -93,17 +92,92 @@ class Predictor:
         """A stored predictor, checked: a hand-edited file is refused in one line, not trusted."""
         try:
             predictor = cls(**{**data, "input_shape": tuple(data["input_shape"])})
-            width = len(predictor.names)
-            ok = (predictor.kind in KINDS and len(predictor.scale) == width and width > 0
-                  and all(isinstance(s, (int, float)) and s > 0 for s in predictor.scale)
-                  and len(predictor.input_shape) == 3)
-            if ok:  # the model answers a row of the right width with a positive number
-                ok = bool(_predict(predictor.kind, predictor.model, np.ones((1, width)))[0] > 0)
-        except (TypeError, KeyError, ValueError, IndexError, AttributeError):
-            ok = False
-        if not ok:
-            raise UserError("not a latency predictor written by `eas device calibrate` (or it was edited)")
+            problem = predictor._problem()
+        except (TypeError, KeyError, ValueError, IndexError, AttributeError, OverflowError):
+            problem = "its fields are not a predictor's"
+        if problem:
+            raise UserError(f"not a latency predictor written by `eas device calibrate` (or it was edited): {problem}")
         return predictor
+
+    def _problem(self) -> str | None:
+        """What is wrong with a predictor read from a file (None: nothing)."""
+        width = len(self.names) if isinstance(self.names, list) else 0
+        if self.kind not in KINDS:
+            return f"kind {str(self.kind)[:20]!r}"
+        if not width or not all(isinstance(n, str) and 0 < len(n) <= 100 for n in self.names):
+            return "feature names"
+        if not (isinstance(self.scale, list) and len(self.scale) == width and all(_finite(s) and s > 0
+                                                                                   for s in self.scale)):
+            return "feature scales"
+        if not (len(self.input_shape) == 3 and all(isinstance(d, int) and 0 < d <= 4096 for d in self.input_shape)
+                and isinstance(self.num_classes, int) and 1 < self.num_classes <= 100_000):
+            return "input shape or classes"
+        if not isinstance(self.space, str) or not isinstance(self.runtime, dict):
+            return "space or runtime"
+        problem = _model_problem(self.kind, self.model, width)
+        if problem:
+            return problem
+        if not 0 < float(_predict(self.kind, self.model, np.ones((1, width)))[0]) < math.inf:
+            return "it predicts no positive latency"
+        return None
+
+    def check_fits(self, space_name: str, extremes: list[Arch]) -> None:
+        """Refuse a predictor fitted on another space, or one whose predictions for the space's
+        own networks are not positive, finite latencies."""
+        if self.space != space_name:
+            raise UserError(f"the latency predictor was fitted on space {self.space!r}, not {space_name!r}; "
+                            f"calibrate one for this space (eas device calibrate --space {space_name})")
+        for arch in extremes:
+            predicted = self.predict(arch)
+            if not sane_latency(predicted):
+                raise UserError(f"the latency predictor predicts {predicted:.4g} ms for a network of space "
+                                f"{space_name!r}: not a latency; calibrate it again")
+
+
+MAX_LATENCY_MS = 3.6e6
+
+
+def sane_latency(milliseconds: float) -> bool:
+    return math.isfinite(milliseconds) and 0 < milliseconds <= MAX_LATENCY_MS
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _model_problem(kind: str, model, width: int) -> str | None:
+    """What is wrong with a fitted model's numbers (lists of the right lengths, indices in range)."""
+    if not isinstance(model, dict):
+        return "model is not a mapping"
+    if kind == "additive":
+        prices = model.get("prices")
+        if not (_finite(model.get("intercept")) and isinstance(prices, list) and len(prices) == width
+                and all(_finite(p) for p in prices)):
+            return "additive prices"
+        return None
+    trees = model.get("trees")
+    if not (_finite(model.get("base")) and _finite(model.get("rate")) and isinstance(trees, list)
+            and 0 < len(trees) <= 10_000):
+        return "boosted base, rate or trees"
+    for number, tree in enumerate(trees):
+        if not isinstance(tree, dict):
+            return f"tree {number}"
+        arrays = [tree.get(k) for k in ("feature", "threshold", "left", "right", "value")]
+        if not all(isinstance(a, list) for a in arrays) or len({len(a) for a in arrays}) != 1:
+            return f"tree {number}: arrays"
+        feature, threshold, left, right, value = arrays
+        nodes = len(feature)
+        if not 0 < nodes <= 100_000:
+            return f"tree {number}: size"
+        for node in range(nodes):
+            leaf = left[node] == -1
+            children_ok = (leaf and right[node] == -1) or (
+                isinstance(left[node], int) and isinstance(right[node], int) and node < left[node] < nodes
+                and node < right[node] < nodes)  # children come after their parent: no cycles
+            if not children_ok or not _finite(value[node]) or not _finite(threshold[node]) or not (
+                    isinstance(feature[node], int) and (leaf or 0 <= feature[node] < width)):
+                return f"tree {number}: node {node}"
+    return None
 
 
 MAX_FILE_BYTES = 16 * 2**20
@@ -111,15 +185,7 @@ MAX_FILE_BYTES = 16 * 2**20
 
 def load_predictor(path) -> Predictor:
     """The predictor `eas device calibrate` wrote at `path`; anything else is refused in one line."""
-    path = Path(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"--predictor {path}: over {MAX_FILE_BYTES // 2**20} MiB, not a predictor")
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise UserError(f"--predictor {path}: {error.strerror}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise UserError(f"--predictor {path}: not JSON") from None
+    data = read_json(path, max_bytes=MAX_FILE_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"--predictor {path}: not a latency predictor")
     return Predictor.from_dict(data)

@@ -32,7 +32,7 @@ from eas.errors import UserError
 from eas.lazy import available, lazy_import
 from eas.measure.energy import EnergyReading, Meter, measure_repeated
 from eas.measure.inference import Latency, inference_energy, latency
-from eas.measure.predictor import load_predictor
+from eas.measure.predictor import Predictor, load_predictor
 from eas_device import client
 from eas_device.measure import cpu_model, session, time_session
 
@@ -96,7 +96,7 @@ def with_predictor(runtime: Runtime, path) -> Runtime:
     return replace(runtime, predictor=json.loads(json.dumps(predictor.to_dict())))  # as the study stores it
 
 
-def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_classes: int) -> None:
+def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_classes: int, space=None) -> None:
     """Before a search starts: the device answers and takes our token, and the predictor was
     fitted for this input shape and number of classes (one line each, exit 2)."""
     if runtime.device:
@@ -109,6 +109,8 @@ def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_cla
     if predictor and (tuple(predictor["input_shape"]), predictor["num_classes"]) != (tuple(input_shape), num_classes):
         raise UserError(f"the latency predictor was fitted for input {tuple(predictor['input_shape'])} and "
                         f"{predictor['num_classes']} classes; this data has {tuple(input_shape)} and {num_classes}")
+    if predictor and space is not None:
+        Predictor.from_dict(predictor).check_fits(space.name, list(space.extremes(input_shape, num_classes)))
 
 
 MAX_DEVICE_WAIT = 24 * 3600.0

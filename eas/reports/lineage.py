@@ -9,9 +9,10 @@ bounded (depth, folders) and skips what never holds exports, so it stays fast in
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+from eas.jsonfile import JsonFileError, read_json
 
 SKIPPED = {".git", ".venv", "venv", "node_modules", "__pycache__", "studies", ".cache"}
 MAX_DEPTH = 6
@@ -32,8 +33,8 @@ def _arch_files(root: Path):
 
 def _read_json(path: Path) -> dict | None:
     try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
+        value = read_json(path)
+    except (JsonFileError, OSError):
         return None
     return value if isinstance(value, dict) else None
 

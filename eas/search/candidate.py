@@ -23,7 +23,7 @@ from eas.arch.genome import Arch
 from eas.data.datasets import Dataset
 from eas.measure.device import device_label, resolve_device
 from eas.measure.energy import make_meter
-from eas.measure.predictor import Predictor
+from eas.measure.predictor import Predictor, sane_latency
 from eas.measure.runtime import Runtime, measure
 from eas.objectives import Constraints
 from eas.training.proxy import Fidelity, train
@@ -172,6 +172,10 @@ class Candidate:
         """The study's predictor's latency, in microseconds and before anything is trained: what
         the search refuses proposals by; measured later if the candidate reaches the top rung."""
         predicted = self.predictor.predict(self.arch)
+        if not sane_latency(predicted):  # a prediction is input too: measured instead, and said so
+            self.metrics["latency_note"] = f"the latency predictor gave {predicted:.4g} ms; measured instead"
+            self.measure_latency()
+            return
         self.metrics.update(latency_ms=predicted, latency_predicted_ms=predicted, latency_source="predicted")
 
     def confirm_latency(self, constraints: Constraints | None) -> str | None:

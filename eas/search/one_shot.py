@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eas.errors import UserError
+from eas.jsonfile import JsonFileError, read_json
 from eas.reports.pareto import kendall_tau
 from eas.search.candidate import Candidate
 from eas.training.proxy import Fidelity
@@ -77,8 +78,8 @@ def read_trust(stored: StoredSupernet) -> dict | None:
     """trust.json when it was measured on this very supernet, else None."""
     path = stored.folder / TRUST
     try:
-        trust = json.loads(path.read_text())
-    except (OSError, ValueError):
+        trust = read_json(path)
+    except (JsonFileError, FileNotFoundError):  # missing or damaged: measured again rather than misread
         return None
     if not isinstance(trust, dict) or trust.get("supernet_hash") != stored.hash or not isinstance(
             trust.get("samples"), list):

@@ -26,7 +26,8 @@ NUMERIC_METRICS = {o.metric for o in OBJECTIVES.values()} | {
     "val_images", "train_steps", "train_images", "evaluate_energy_j", "latency_ms_p10", "latency_ms_p90",
     "latency_batch_ms", "memory_bytes_training", "latency_predicted_ms"}
 RUNG_NUMBERS = {"steps", "accuracy_low", "accuracy_high", "val_images", "position", "results", "keep"}
-TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome", "latency_source"}
+TEXT_METRICS = {"reason", "energy_source", "energy_note", "device", "status", "genome", "latency_source",
+                "latency_note"}
 UNREADABLE = "__unreadable__"  # the readers' mark for a stored value that is not JSON
 
 

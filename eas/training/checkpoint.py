@@ -22,6 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from eas.errors import UserError
+from eas.jsonfile import read_json
 
 
 def _split_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
@@ -88,7 +89,7 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler, average: dict[str
     `average`'s tensors) in place; returns the saved progress."""
     folder = Path(folder)
     try:
-        state = json.loads((folder / "state.json").read_text())
+        state = read_json(folder / "state.json")
         model.load_state_dict(load_file(str(folder / "model.safetensors")))
         tensors = load_file(str(folder / "optimizer.safetensors"))
         names = [k for k in tensors if k.startswith("average.")]

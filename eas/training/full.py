@@ -27,6 +27,7 @@ from eas.arch.genome import Arch
 from eas.arch.profile import profile
 from eas.arch.space import TRAIN_FIELDS
 from eas.errors import UserError
+from eas.jsonfile import read_json
 from eas.measure.device import resolve_device
 from eas.measure.energy import make_meter
 from eas.training.checkpoint import load_checkpoint, load_weights, recover_checkpoint, save_checkpoint, save_weights
@@ -95,7 +96,7 @@ def read_arch(folder: Path) -> dict:
     if not path.is_file():
         raise UserError(f"{path} is not a file")
     try:
-        document = json.loads(path.read_text())
+        document = read_json(path)
         if not isinstance(document, dict):
             raise TypeError(f"a {type(document).__name__}, not a mapping")
         genome, task = document["genome"], document["task"]

@@ -15,7 +15,6 @@ resumed run takes the steps an uninterrupted one would have taken.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import shutil
@@ -32,6 +31,7 @@ from torch.func import functional_call
 from eas import interrupt
 from eas.arch.elastic import Supernet, sort_channels
 from eas.errors import UserError
+from eas.jsonfile import read_json
 from eas.measure.device import device_label
 from eas.measure.energy import make_meter
 from eas.training.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
@@ -93,7 +93,7 @@ class SupernetProgress:
 def _saved_total_steps(checkpoint: Path) -> int:
     """The step count a checkpoint's plan fixed (the schedule must exist before it is loaded)."""
     try:
-        total = json.loads((checkpoint / "state.json").read_text())["progress"]["total_steps"]
+        total = read_json(checkpoint / "state.json")["progress"]["total_steps"]
         if not isinstance(total, int) or isinstance(total, bool) or total < 1:
             raise TypeError("total_steps")
     except (OSError, ValueError, KeyError, TypeError) as error:

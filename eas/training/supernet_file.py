@@ -22,6 +22,7 @@ from eas.arch.bounds import check_classes, check_shape
 from eas.arch.elastic import Supernet
 from eas.arch.space import space_from_definition
 from eas.errors import UserError
+from eas.jsonfile import read_json
 
 FORMAT = "eas-supernet/1"
 WEIGHTS, DESCRIPTION = "supernet.safetensors", "supernet.json"
@@ -87,7 +88,7 @@ def read_description(folder: Path) -> dict:
         raise UserError(f"{folder} holds no trained supernet ({DESCRIPTION} is missing; an unfinished "
                         "`eas supernet train` resumes when run again)")
     try:
-        document = json.loads(path.read_text())
+        document = read_json(path)
         if not isinstance(document, dict):
             raise TypeError(f"a {type(document).__name__}, not a mapping")
         if document.get("format") != FORMAT:
