@@ -1,6 +1,7 @@
 """The uint8 data cache: decoded once, read a batch at a time, never trusted when damaged."""
 
 import fcntl
+import hashlib
 import json
 import os
 import resource
@@ -105,6 +106,62 @@ def test_a_damaged_cache_is_rebuilt_never_trained_on(data_dir, tmp_path, damage,
     assert "cannot be used" in capsys.readouterr().err
     assert torch.equal(second.train_x[:], expected)
     assert cache_folders() == [built] and not list(cache_module.cache_root().glob("*.building-*"))
+
+
+def test_pixels_changed_behind_an_unchanged_time_are_found_when_first_read(data_dir, tmp_path):
+    folder = make_folder(tmp_path / "photos")
+    expected = load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:]
+    (built,) = cache_folders()
+    pixels = built / "pixels.bin"
+    stamp = pixels.stat()
+    data = bytearray(pixels.read_bytes())
+    data[len(data) // 3] ^= 0x01  # one bit, the modification time put back
+    pixels.write_bytes(bytes(data))
+    os.utime(pixels, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    with pytest.raises(cache_module.CacheDamaged, match="chunk 0 of pixels.bin no longer matches") as found:
+        load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:]  # the statistics read it first
+    assert "\n" not in str(found.value) and "rebuilt on the next run" in str(found.value)
+    assert torch.equal(load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:], expected)  # rebuilt
+
+
+def test_chunks_are_checked_once_and_only_where_read(tmp_path):
+    x = np.arange(64 * 100, dtype=np.uint8).reshape(100, 1, 8, 8)
+    (tmp_path / "pixels").write_bytes(x.tobytes())
+    chunk = 640  # ten rows a chunk
+    hashes = tuple(hashlib.sha256(x.tobytes()[i:i + chunk]).hexdigest() for i in range(0, x.nbytes, chunk))
+    pixels = PixelFile(tmp_path / "pixels", x.shape, "uint8", hashes, chunk)
+    assert np.array_equal(pixels.read(np.array([3, 45])), x[[3, 45]])
+    assert pixels._verified == {0, 4}
+    broken = PixelFile(tmp_path / "pixels", x.shape, "uint8", hashes[:5] + ("0" * 64,) + hashes[6:], chunk)
+    assert np.array_equal(broken.read(np.arange(0, 50)), x[:50])  # chunk 5 untouched
+    with pytest.raises(OSError, match="chunk 5"):
+        broken.read(np.array([55]))
+
+
+@pytest.mark.parametrize("field, value", [("scale", float("nan")), ("scale", -1.0), ("shape", [1, 2]),
+                                          ("test_start", 10**9), ("chunk_sha256", []), ("classes", "ab")])
+def test_a_header_out_of_range_is_rebuilt(data_dir, tmp_path, field, value, capsys):
+    folder = make_folder(tmp_path / "photos")
+    expected = load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:]
+    (built,) = cache_folders()
+    header = json.loads((built / "header.json").read_text())
+    header[field] = value
+    header["header_sha256"] = cache_module._header_hash(header)  # a careful forger: the header's own hash fits
+    (built / "header.json").write_text(json.dumps(header))
+    capsys.readouterr()
+    again = load_dataset(f"imagefolder:{folder}", resolution=12)
+    assert "cannot be used" in capsys.readouterr().err
+    assert torch.equal(again.train_x[:], expected)
+
+
+def test_missing_labels_are_rebuilt(data_dir, tmp_path, capsys):
+    folder = make_folder(tmp_path / "photos")
+    load_dataset(f"imagefolder:{folder}", resolution=12)
+    (built,) = cache_folders()
+    (built / "labels.npy").unlink()
+    capsys.readouterr()
+    again = load_dataset(f"imagefolder:{folder}", resolution=12)
+    assert "cannot be used" in capsys.readouterr().err and len(again.train_y) > 0
 
 
 def test_broken_files_are_skipped_and_counted_or_refused_with_strict(data_dir, tmp_path, eas_cli):

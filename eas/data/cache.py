@@ -3,21 +3,30 @@
 `$EAS_DATA_DIR/cache/<scheme>-<key>/` (default `~/.cache/eas`) holds `pixels.bin` (the rows of an
 (N, C, H, W) array as stored: uint8 for images), `labels.npy` and `header.json` (shape, dtype,
 scale, classes, where the official test split starts, what was skipped, the pixels' size,
-modification time and SHA-256, and its own SHA-256). The key hashes what the source is (its files' names, sizes and
-modification times), the resolution and the EAS version, so a changed source or a new EAS gets a
-new cache.
+modification time and SHA-256, the SHA-256 of each 4 MiB chunk of them, and its own SHA-256).
+The key hashes what the source is (its files' names, sizes and modification times), the
+resolution and the EAS version, so a changed source or a new EAS gets a new cache.
 
 A cache is built in a temporary folder and renamed into place, so it is either complete or
 absent; one process builds while the others wait on a lock and then read it. A cache whose size
 no longer matches its header, or whose modification time changed and whose SHA-256 no longer
 matches, is rebuilt, never read. A write that fails (a full disk) removes the partial folder.
+
+What is cheap is checked at every open: the header's ranges, sizes, label counts. The pixels'
+content is checked as it is first read: each chunk's SHA-256 the first time a process reads from
+it (eas.data.images.PixelFile), so bytes changed behind an unchanged modification time are found
+before they train anything. It costs one pass of SHA-256 over the file per process (1.7 GB/s
+here: 32 ms for Fashion-MNIST's 55 MB, about 2 s for 3 GB of 224-px images), spread over the
+first reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -31,8 +40,9 @@ import eas
 from eas.errors import UserError
 from eas.jsonfile import read_json
 
-FORMAT = 1
+FORMAT = 2  # 2: chunk hashes
 HEADER, PIXELS, LABELS = "header.json", "pixels.bin", "labels.npy"
+CHUNK_BYTES = 4 << 20
 
 
 class CacheError(UserError):
@@ -64,6 +74,7 @@ class Cached:
     test_start: int | None  # rows from here on are the source's official test split
     skipped: int  # source files that could not be read (their rows carry label -1)
     skipped_example: str
+    chunk_sha256: tuple[str, ...] = ()  # of each CHUNK_BYTES of the pixel file, checked as first read
 
     @property
     def pixels(self) -> Path:
@@ -98,7 +109,8 @@ class Writer:
         self.header.update(format=FORMAT, classes=list(classes), scale=float(scale), test_start=test_start,
                            skipped=int(skipped), skipped_example=skipped_example, size=stat.st_size,
                            mtime_ns=stat.st_mtime_ns, sha256=_sha256(self.folder / PIXELS),
-                           labels_sha256=_sha256(self.folder / LABELS))
+                           labels_sha256=_sha256(self.folder / LABELS), chunk_bytes=CHUNK_BYTES,
+                           chunk_sha256=chunk_hashes(self.folder / PIXELS))
         self.header["header_sha256"] = _header_hash(self.header)
         (self.folder / HEADER).write_text(json.dumps(self.header))
 
@@ -113,6 +125,46 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def chunk_hashes(path: Path) -> list[str]:
+    hashes = []
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            hashes.append(hashlib.sha256(chunk).hexdigest())
+    return hashes
+
+
+def _header_problem(header: dict, size: int) -> str | None:
+    """What is out of range in a header (cheap: no pixel is read)."""
+    shape, scale, test_start = header.get("shape"), header.get("scale"), header.get("test_start")
+    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(d, int) and d > 0 for d in shape)):
+        return f"its header's shape {str(shape)[:40]} is not (N, C, H, W)"
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        return f"its header's scale {str(scale)[:20]} is not a positive number"
+    if test_start is not None and not (isinstance(test_start, int) and 0 <= test_start <= shape[0]):
+        return f"its header's test split start {str(test_start)[:20]} is not a row"
+    classes = header.get("classes")
+    if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
+        return "its header's classes are not a list of names"
+    hashes = header.get("chunk_sha256")
+    if header.get("chunk_bytes") != CHUNK_BYTES or not isinstance(hashes, list) or \
+            len(hashes) != -(-size // CHUNK_BYTES) or not all(isinstance(h, str) and len(h) == 64 for h in hashes):
+        return "its header's chunk hashes do not cover its pixels"
+    if not (isinstance(header.get("skipped"), int) and header["skipped"] >= 0):
+        return "its header's skipped count is not a count"
+    return None
+
+
+class CacheDamaged(UserError):
+    """Pixels changed after the cache was written: the cache is dropped, to be rebuilt."""
+
+
+def drop_damaged(folder: Path, why: str) -> CacheDamaged:
+    """Make the next use rebuild the cache; the error to raise now."""
+    with contextlib.suppress(OSError):
+        (Path(folder) / HEADER).unlink()
+    return CacheDamaged(f"the data cache {folder} is damaged ({why}); it was dropped and is rebuilt on the next run")
+
+
 def _open(folder: Path) -> Cached | str:
     """The cache in `folder`, or why it cannot be used."""
     try:
@@ -123,6 +175,9 @@ def _open(folder: Path) -> Cached | str:
         pixels = folder / PIXELS
         stat = pixels.stat()
         size = stat.st_size
+        problem = _header_problem(header, size)
+        if problem:
+            return problem
         if header.get("format") != FORMAT or size != header["size"] or \
                 size != int(np.prod(shape)) * dtype.itemsize:
             return f"its pixel file holds {size:,} bytes, its header says {header.get('size')}"
@@ -137,9 +192,9 @@ def _open(folder: Path) -> Cached | str:
             return "its labels do not fit its pixels and classes"
         return Cached(folder, shape, dtype.str, float(header["scale"]), labels,
                       tuple(str(c) for c in header["classes"]), header["test_start"],
-                      int(header["skipped"]), str(header["skipped_example"]))
-    except FileNotFoundError:
-        return "missing"
+                      int(header["skipped"]), str(header["skipped_example"]), tuple(header["chunk_sha256"]))
+    except FileNotFoundError as error:  # no header: never built (or dropped); a header without its files: damaged
+        return "missing" if Path(error.filename or "").name == HEADER else f"{Path(error.filename).name} is missing"
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         return f"unreadable ({str(error)[:200]})"
 

@@ -12,6 +12,7 @@ normalisation from the training split; batches are read and normalised where the
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.metadata
 import math
@@ -30,7 +31,7 @@ import torch
 from eas.arch.bounds import MAX_CLASSES, MAX_SIDE, check_shape
 from eas.data import DataError
 from eas.data import imagefolder as image_folders
-from eas.data.cache import Writer, cache_key, cache_root, cached
+from eas.data.cache import CHUNK_BYTES, Writer, cache_key, cache_root, cached, drop_damaged
 from eas.data.images import Images, PixelFile, rows_per_read
 from eas.errors import UserError
 from eas.lazy import lazy_import
@@ -435,7 +436,8 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
     # Each split keeps its shuffled order: the first rows of one are a random sample of it (BatchNorm
     # recalibration reads the first 1024; an image folder's file order is its class order).
     val_rows, train_rows = usable[:n_val], usable[n_val:]
-    pixels = PixelFile(cache.pixels, cache.shape, cache.dtype)
+    pixels = PixelFile(cache.pixels, cache.shape, cache.dtype, cache.chunk_sha256, CHUNK_BYTES,
+                       damaged=functools.partial(drop_damaged, cache.folder))
     mean, std = _statistics(pixels, train_rows, cache.scale, seed)
     mean, std = tuple(float(m) for m in mean), tuple(float(v) for v in std)
 

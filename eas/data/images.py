@@ -9,6 +9,7 @@ ever touched as resident. On a GPU whose memory holds them, the rows are loaded 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import weakref
 from pathlib import Path
@@ -25,15 +26,35 @@ def rows_per_read(row_bytes: int) -> int:
 
 
 class PixelFile:
-    """Rows of a raw (N, C, H, W) array in a file, read by index; safe to pickle (reopens)."""
+    """Rows of a raw (N, C, H, W) array in a file, read by index; safe to pickle (reopens).
 
-    def __init__(self, path: Path, shape: tuple[int, ...], dtype: str):
+    With `chunk_sha256` (the cache's hash of each `chunk_bytes` of the file), every chunk is
+    checked the first time this process reads from it: `damaged(why)` makes the error raised
+    (and drops the cache) when one no longer matches."""
+
+    def __init__(self, path: Path, shape: tuple[int, ...], dtype: str, chunk_sha256: tuple[str, ...] = (),
+                 chunk_bytes: int = 4 << 20, damaged=None):
         self.path, self.shape, self.dtype = Path(path), tuple(shape), np.dtype(dtype)
         self.row_bytes = int(np.prod(shape[1:])) * self.dtype.itemsize
+        self.chunk_sha256, self.chunk_bytes, self.damaged = tuple(chunk_sha256), chunk_bytes, damaged
+        self._verified: set[int] = set()
         self._fd: int | None = None
 
     def __getstate__(self):
-        return {**self.__dict__, "_fd": None}
+        return {**self.__dict__, "_fd": None, "_verified": set()}
+
+    def _verify(self, fd: int, first_byte: int, end_byte: int) -> None:
+        """Check the chunks of [first_byte, end_byte) this process has not read before."""
+        if not self.chunk_sha256:
+            return
+        for chunk in range(first_byte // self.chunk_bytes, (end_byte - 1) // self.chunk_bytes + 1):
+            if chunk in self._verified:
+                continue
+            data = os.pread(fd, self.chunk_bytes, chunk * self.chunk_bytes)
+            if chunk >= len(self.chunk_sha256) or hashlib.sha256(data).hexdigest() != self.chunk_sha256[chunk]:
+                why = f"chunk {chunk} of {self.path.name} no longer matches its SHA-256"
+                raise self.damaged(why) if self.damaged else OSError(f"{self.path}: {why}")
+            self._verified.add(chunk)
 
     def _open(self) -> int:
         self._fd = os.open(self.path, os.O_RDONLY)
@@ -54,7 +75,9 @@ class PixelFile:
         breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
         for end in [*breaks.tolist(), len(ordered)]:
             view = memoryview(flat[start:end]).cast("B")
-            got = os.preadv(fd, [view], int(ordered[start]) * self.row_bytes)
+            offset = int(ordered[start]) * self.row_bytes
+            self._verify(fd, offset, offset + len(view))
+            got = os.preadv(fd, [view], offset)
             if got != len(view):
                 raise OSError(f"{self.path}: short read ({got} of {len(view)} bytes); the cache file changed")
             start = end
