@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from eas.errors import UserError
@@ -58,6 +59,8 @@ def human_bytes(value: float) -> str:
 
 
 def format_duration(seconds: float) -> str:
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "-"
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)

@@ -467,3 +467,67 @@ def test_an_attribute_that_is_not_json_is_a_broken_trial_and_a_clear_refusal_to_
     assert json.loads(shown.stdout)["broken"] == [{"trial": 2, "reason": "stored metrics is not JSON"}]
     assert_user_error(run_eas("worker", "--study", "j", "--trials", "1", env=env, cwd=tmp_path),
                       "not JSON", "trial 2: metrics")
+
+
+def _digest(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_garbled_date_is_a_broken_trial_for_show_and_a_clear_refusal_to_join(tmp_path):
+    import sqlite3
+
+    from tests.study_factory import make_study
+
+    (tmp_path / "studies").mkdir()
+    db = tmp_path / "studies" / "d.db"
+    make_study(f"sqlite:///{db}", "d", trials=3)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE trials SET datetime_start = 'garbled' WHERE number = 1")
+        connection.execute("UPDATE trials SET datetime_complete = '2026-13-45 99:99' WHERE number = 2")
+    before = _digest(db)
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    shown = run_eas("show", "d", env=env, cwd=tmp_path)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    assert "2 broken" in shown.stdout and "footprint" in shown.stdout
+    assert_user_error(run_eas("worker", "--study", "d", "--trials", "1", env=env, cwd=tmp_path),
+                      "dates that are not dates", "trial 1")
+    assert _digest(db) == before
+
+
+def test_cifar_data_that_names_a_file_is_one_line(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    assert_user_error(run_eas("evaluate", GENOME, "--data", f"cifar10:{tmp_path / 'plain'}", cwd=tmp_path),
+                      "is not a folder")
+
+
+def test_compress_of_an_export_that_does_not_say_its_data_asks_for_it(knee_export, tmp_path):
+    folder = tmp_path / "nodata"
+    shutil.copytree(knee_export, folder)
+    document = json.loads((folder / "arch.json").read_text())
+    del document["task"]["data"]
+    (folder / "arch.json").write_text(json.dumps(document))
+    assert_user_error(run_eas("compress", str(folder), "--int8", cwd=tmp_path), "give --data")
+    assert not (tmp_path / "nodata-int8").exists()
+
+
+def test_a_backup_onto_a_file_the_study_itself_or_an_unwritable_place_is_one_line(small_study, tmp_path):
+    root, env = small_study
+    study = root / "studies" / "s.db"
+    before = _digest(study)
+    plain = tmp_path / "plain"
+    plain.write_text("keep me")
+    assert_user_error(run_eas("studies", "--backup", str(plain), env=env, cwd=root), "is not a folder")
+    assert_user_error(run_eas("studies", "--backup", str(root / "studies"), env=env, cwd=root), "exists")
+    assert_user_error(run_eas("studies", "--backup", "/dev/full", env=env, cwd=root), "is not a folder")
+    assert_user_error(run_eas("studies", "--backup", str(plain / "below"), env=env, cwd=root), "cannot back up")
+    assert plain.read_text() == "keep me" and _digest(study) == before
+
+
+def test_supernet_train_out_a_file_is_one_line(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("keep me")
+    assert_user_error(run_eas("supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "2", "--out",
+                              str(plain), cwd=tmp_path), "is a file")
+    assert plain.read_text() == "keep me"

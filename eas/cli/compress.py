@@ -46,7 +46,10 @@ def compress_command(
     from eas.units import table
 
     prepare_output(out, force, derived_from=folder)  # checked before the data is loaded
-    task = load_dataset(data or document["task"]["data"], seed=seed)
+    stored_data = document["task"].get("data")
+    if not data and not isinstance(stored_data, str):
+        raise UserError(f"{folder}/arch.json does not say which data the model was trained on: give --data")
+    task = load_dataset(data or stored_data, seed=seed)
     if int8:
         report = compress_int8(folder, out, task, meter, force)
     else:

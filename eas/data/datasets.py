@@ -339,6 +339,9 @@ SOURCES: dict[str, Source] = {
 }
 
 
+FOLDER_SCHEMES = ("cifar10", "cifar100", "imagefolder")  # their PATH names a folder, not a file
+
+
 def parse_spec(spec: str) -> tuple[str, str, int | None]:
     """(scheme, path, resolution) of `scheme[@resolution][:path]`; `~` in the path is expanded."""
     head, _, path = spec.partition(":")
@@ -359,6 +362,8 @@ def parse_spec(spec: str) -> tuple[str, str, int | None]:
         raise DataError(f"dataset {scheme} needs a path: {scheme}:PATH")
     if path and source.needs_path and not Path(path).exists():
         raise DataError(f"{scheme}: {path} does not exist")
+    if path and scheme in FOLDER_SCHEMES and not Path(path).is_dir():
+        raise DataError(f"{scheme}: {path} is not a folder (give the folder that holds the dataset's files)")
     return scheme, path, resolution
 
 

@@ -216,7 +216,8 @@ def footprint(records: list[TrialRecord], objectives: tuple[str, ...], reference
     """What the whole search cost: wall time from its first trial to its last, the time and
     energy of all evaluations (reused results not counted again), with the energy's source,
     and hypervolume per kWh."""
-    finished = [r for r in records if r.finished is not None and r.started is not None]
+    finished = [r for r in records if r.state != "broken" and r.finished is not None and r.started is not None
+                and math.isfinite(r.finished) and math.isfinite(r.started)]
     evaluated = [r for r in records if schema.CACHED_FROM not in r.attrs and r.state != "broken"]
     energy = sum(float(r.metrics.get("evaluate_energy_j") or spent_energy_j(r)) for r in evaluated
                  if isinstance(r.metrics.get("evaluate_energy_j") or 0.0, (int, float)))

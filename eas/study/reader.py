@@ -11,8 +11,10 @@ live explorer pays for what changed, not for the size of the study.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -56,17 +58,23 @@ def backup(url: str, folder: Path) -> Path:
     if path is None:
         raise UserError(f"--backup copies SQLite study files; back up {safe_url(url)} with the server's own tools")
     preflight(url, must_exist=True)
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--backup {folder} is not a folder: name a folder to copy the study files into")
     target = folder / path.name
-    if target.exists():
+    if target.exists() or target.resolve() == path.resolve():
         raise UserError(f"{target} exists: back up into another folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{path.name}.partial-{os.getpid()}"
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         with (closing(sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=30)) as source,
-              closing(sqlite3.connect(target)) as copy):
+              closing(sqlite3.connect(partial)) as copy):
             source.backup(copy)
-    except sqlite3.Error as error:
-        target.unlink(missing_ok=True)
-        raise UserError(f"cannot back up {path}: {error}") from None
+        os.rename(partial, target)  # a backup in place is whole; a failed one leaves nothing
+    except (sqlite3.Error, OSError) as error:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise UserError(f"cannot back up {path} into {folder}: {getattr(error, 'strerror', None) or error}") from None
     return target
 
 
@@ -357,10 +365,17 @@ class StudyReader:
                 f"SELECT t.number, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id "
                 f"WHERE t.study_id = :s" for table in ("trial_user_attributes", "trial_system_attributes"))),
                 {"s": self.study_id}).all()
+            dates = connection.execute(sa.text("SELECT number, datetime_start, datetime_complete FROM trials "
+                                               "WHERE study_id = :s"), {"s": self.study_id}).all()
         bad = [f"trial {number}: {key}" for number, key, value in rows if _not_json(value)]
         if bad:
             raise UserError(f"study {self.name!r} holds attributes that are not JSON ({', '.join(bad[:3])}); "
                             "Optuna cannot load such a study: delete those trials' attribute rows first")
+        garbled = [f"trial {number}" for number, *when in dates
+                   if any(value is not None and math.isnan(_timestamp(value) or 0.0) for value in when)]
+        if garbled:
+            raise UserError(f"study {self.name!r} holds dates that are not dates ({', '.join(garbled[:3])}); Optuna "
+                            "cannot load such a study: fix or delete those trials first")
 
     def loaded(self) -> LoadedStudy:
         self.poll()

@@ -119,6 +119,8 @@ class SupernetTraining:
                  meter_name: str, restart: bool, show_progress: bool):
         self.folder, self.task, self.data, self.plan, self.device = Path(folder), task, data, plan, device
         self.show_progress = show_progress
+        if self.folder.exists() and not self.folder.is_dir():
+            raise UserError(f"--out {self.folder} is a file: name a folder for the supernet")
         if (self.folder / DESCRIPTION).exists() and not restart:
             raise UserError(f"{self.folder} already holds a trained supernet; use another --out, or --restart to "
                             "train it again")
