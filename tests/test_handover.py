@@ -121,3 +121,14 @@ def test_a_pt2_file_takes_any_batch(trained):
     program = torch.export.load(str(Path(folder) / "model.pt2")).module()
     for batch in (1, 3, 64):
         assert program(torch.zeros(batch, 1, 8, 8)).shape == (batch, 10)
+
+
+def test_a_log_gets_progress_lines_while_an_epoch_runs(knee_export, tmp_path, monkeypatch, capsys):
+    from eas.training import full
+
+    folder = tmp_path / "knee"
+    shutil.copytree(knee_export, folder)
+    monkeypatch.setattr(full, "LOG_SECONDS", 0.0)  # every step, instead of once a minute
+    full.train_exported(folder, load_dataset("digits"), full.TrainPlan(epochs=1, batch_size=64), "cpu")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch 1/1: step ")]
+    assert len(lines) >= 10 and "left in this epoch" in lines[0] and "loss" in lines[0]

@@ -73,7 +73,9 @@ def test_logs_get_one_line_per_trial(tmp_path):
     assert result.returncode == 0 and result_verbose.returncode == 0, result_verbose.stderr
     assert "\r" not in result_verbose.stderr
     progress = [line for line in result_verbose.stderr.splitlines() if "] trial " in line]
-    assert len(progress) == 3 and "front" in progress[-1]
+    assert len(progress) == 3 and "non-dominated" in progress[-1] and "front" not in progress[-1]
+    # trials as the study numbers them (the first is trial 0, as `eas show --trial 0` calls it)
+    assert [line.split("] trial ")[1].split()[0] for line in progress] == ["0", "1", "2"]
 
 
 def test_resuming_with_another_seed_is_refused(tmp_path):

@@ -230,3 +230,21 @@ def test_hostile_trials_render_as_text_on_every_page(tmp_path, monkeypatch):
     assert any("malformed" in e.label for e in test.expander)
     captions = " ".join(c.value for c in test.caption)
     assert "track\\.png" in captions and "![i](" not in captions and "\\!\\[i\\]" in captions
+
+
+def test_a_trial_tied_within_its_interval_is_called_tied_not_dominated(tmp_path):
+    from eas.arch.counting import arch_cost
+    from eas.arch.genome import Arch
+    from tests.study_factory import CLASSES, SHAPE, make_study, plant
+
+    study = make_study(f"sqlite:///{tmp_path / 't.db'}", "t", trials=0)
+    accuracies = ((0.80, 0.79, 0.81), (0.805, 0.795, 0.815), (0.70, 0.69, 0.71))  # cheapest first
+    for width, (accuracy, low, high) in zip((8, 16, 24), accuracies, strict=True):
+        genome = f"stem_c{width}_k3_s1_relu-ds_r1_k3_s1_c16_relu-head_c0_f0_relu_d0"
+        cost = arch_cost(Arch.decode(genome), SHAPE, CLASSES)
+        plant(study, genome, {"status": "ok", "accuracy": accuracy, "accuracy_low": low, "accuracy_high": high,
+                              "macs": cost.macs, "params": cost.params, "inference_energy_j_per_1k": 1.0,
+                              "energy_source": "estimated"})
+    loaded = load_study(f"sqlite:///{tmp_path / 't.db'}", "t")
+    roles = [row["role"] for row in trial_rows(loaded.records, loaded.objectives)]
+    assert roles == ["knee", "tied", "dominated"]

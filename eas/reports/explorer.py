@@ -8,7 +8,8 @@ import math
 import re
 
 from eas.objectives import OBJECTIVES
-from eas.reports.front import accuracy_interval, knee, pareto_front
+from eas.reports.front import accuracy_interval, feasible, knee, minimised, pareto_front
+from eas.reports.pareto import pareto_mask
 from eas.study import schema
 from eas.study.records import TrialRecord
 
@@ -21,6 +22,10 @@ def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[
     """Every trial with its state, Pareto membership and metrics: the data of every chart."""
     front_records = pareto_front(records, objectives)
     front = {r.number for r in front_records}
+    # Off the Pareto set but dominated by nobody: a cheaper model's accuracy is within its interval.
+    candidates = feasible(records, objectives)
+    untied = {r.number for r, keep in zip(candidates, pareto_mask(minimised(candidates, objectives)), strict=True)
+              if keep} if candidates else set()
     best = knee(front_records, objectives)
     rows = []
     for r in records:
@@ -29,7 +34,8 @@ def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[
             "trial": r.number, "state": r.state, "pareto": r.number in front,
             "knee": best is not None and r.number == best.number,
             "role": "knee" if best is not None and r.number == best.number else
-                    "pareto" if r.number in front else r.state if r.state != "complete" else "dominated",
+                    "pareto" if r.number in front else r.state if r.state != "complete" else
+                    "tied" if r.number in untied else "dominated",
             "genome": r.genome or "", "accuracy": _num(m.get("accuracy")), "macs": _num(m.get("macs")),
             "params": _num(m.get("params")), "latency_ms": _num(m.get("latency_ms")),
             "inference_energy_j_per_1k": _num(m.get("inference_energy_j_per_1k")),

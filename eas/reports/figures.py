@@ -13,6 +13,8 @@ from eas.objectives import OBJECTIVES
 ROLE_STYLE = {
     "knee": {"color": "#d62728", "symbol": "star", "symbol3d": "diamond", "size": 16, "opacity": 1.0},
     "pareto": {"color": "#1f77b4", "symbol": "circle", "symbol3d": "circle", "size": 10, "opacity": 1.0},
+    # tied: dominated by nobody, but a cheaper model's accuracy lies within its 95% interval
+    "tied": {"color": "#1f77b4", "symbol": "circle-open", "symbol3d": "circle-open", "size": 8, "opacity": 0.6},
     "dominated": {"color": "#9aa5b1", "symbol": "circle", "symbol3d": "circle", "size": 7, "opacity": 0.35},
     "infeasible": {"color": "#ff7f0e", "symbol": "x", "symbol3d": "x", "size": 7, "opacity": 0.5},
     "stopped": {"color": "#17becf", "symbol": "triangle-right", "symbol3d": "diamond-open", "size": 7,
@@ -53,7 +55,7 @@ def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, thr
             continue
         marker = {"color": style["color"], "symbol": style["symbol3d" if three_d else "symbol"],
                   "size": style["size"], "opacity": style["opacity"]}
-        if size and role in ("pareto", "knee", "dominated"):
+        if size and role in ("pareto", "knee", "tied", "dominated"):
             values = [r[metric(size)] for r in group]
             top = max((v for v in values if v == v), default=1.0) or 1.0
             marker["size"] = [6 + 18 * (v / top if v == v else 0) for v in values]

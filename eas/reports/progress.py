@@ -1,4 +1,4 @@
-"""The live progress of a search: elapsed/budget, trial counts, Pareto size, hypervolume.
+"""The live progress of a search: elapsed/budget, trial counts, non-dominated trials, hypervolume.
 
 On a terminal it is one updating line; in a log (stderr not a terminal) it is one plain line
 per finished trial instead of hundreds of carriage-return updates. The numbers come from the
@@ -22,7 +22,7 @@ def status_text(live) -> str:
     return (f"{c['complete']} done, {c['stopped']} stopped, {c['infeasible']} infeasible, {c['pruned']} cut, "
             f"{c['failed']} failed"
             + (f", {c['broken']} broken" if c["broken"] else "")
-            + f" | front {len(live.front)} | HV {live.hypervolume:.3f}")
+            + f" | non-dominated {len(live.front)} | HV {live.hypervolume:.3f}")
 
 
 class SearchProgress:
@@ -58,8 +58,9 @@ class SearchProgress:
             return
         self.postfix = status_text(live)
         if self._bar is None:
-            print(f"[{format_duration(time.monotonic() - self.started)}] trial {summary.trials}: {self.postfix}",
-                  file=self.stream, flush=True)
+            # the trial as the study numbers it (eas show --trial N), not this run's count
+            print(f"[{format_duration(time.monotonic() - self.started)}] trial {summary.last_number} finished: "
+                  f"{self.postfix}", file=self.stream, flush=True)
             return
         if not self.budget.seconds:
             self._bar.n = summary.trials

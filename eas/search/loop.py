@@ -146,6 +146,7 @@ class RunSummary:
     time_split: dict = field(default_factory=dict)  # phase -> seconds, over this run's evaluations
     refused: dict = field(default_factory=dict)  # reason -> proposals refused before becoming trials
     stopped: str = ""  # budget | trials | interrupted | no-feasible | done
+    last_number: int | None = None  # the study's number of the trial that finished last
 
     @property
     def wall_seconds(self) -> float:
@@ -403,6 +404,7 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
 
     def after_trial(study_, frozen) -> None:
         summary.trials += 1
+        summary.last_number = frozen.number
         live.refresh()
         infeasible = frozen.state == TrialState.COMPLETE and frozen.user_attrs.get(schema.STATUS) == "infeasible"
         streak["infeasible"] = streak["infeasible"] + 1 if infeasible else 0

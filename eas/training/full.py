@@ -44,7 +44,9 @@ from eas.training.step import (
     resolve_precision,
     warmup_cosine,
 )
+from eas.units import format_duration
 
+LOG_SECONDS = 60.0  # in a log, a progress line this often while an epoch runs
 WEIGHTS = "model.safetensors"  # what `eas train` leaves: the weights of the best epoch
 WRITTEN = ("checkpoint", "best.safetensors", WEIGHTS, "report.json")  # what it writes in the export
 
@@ -278,7 +280,9 @@ class FullTraining:
         """Epochs until the plan's last or an early stop; a checkpoint at each epoch's end."""
         show_progress = show_progress and self.group.leader
         bar = None
-        if show_progress and sys.stderr.isatty():  # in a log, one line per epoch instead
+        # in a log, a line per epoch and one a minute within an epoch, instead of a bar
+        self.log_every = LOG_SECONDS if show_progress and not sys.stderr.isatty() else None
+        if show_progress and sys.stderr.isatty():
 
             bar = tqdm(total=self.plan.epochs * self.steps_per_epoch, initial=self.progress.global_step,
                        unit="step", dynamic_ncols=True, desc="training")
@@ -311,6 +315,8 @@ class FullTraining:
         order = torch.randperm(len(self.train_y), generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch))
         order = order.to(self.device)
         step_loss = math.nan
+        began = last_line = time.monotonic()
+        first_step = progress.step
         for step in range(progress.step, self.steps_per_epoch):
             interrupt.check()
             index = order[step * plan.batch_size:(step + 1) * plan.batch_size]
@@ -327,6 +333,12 @@ class FullTraining:
                 bar.set_description(f"epoch {epoch + 1}/{plan.epochs}")
                 bar.set_postfix_str(f"loss {step_loss:.3f}", refresh=False)
                 bar.update(1)
+            if self.log_every is not None and time.monotonic() - last_line >= self.log_every:
+                last_line = time.monotonic()
+                pace = (last_line - began) / (step + 1 - first_step)
+                print(f"epoch {epoch + 1}/{plan.epochs}: step {step + 1}/{self.steps_per_epoch}, loss {step_loss:.3f}, "
+                      f"about {format_duration(pace * (self.steps_per_epoch - step - 1))} left in this epoch",
+                      file=sys.stderr, flush=True)
             late = time.monotonic() - self.last_checkpoint > 60 * plan.checkpoint_minutes
             if progress.global_step % plan.checkpoint_steps == 0 or self.group.agree(late):
                 self._checkpoint_now()
