@@ -139,7 +139,7 @@ def test_chunks_are_checked_once_and_only_where_read(tmp_path):
 
 
 @pytest.mark.parametrize("field, value", [("scale", float("nan")), ("scale", -1.0), ("shape", [1, 2]),
-                                          ("test_start", 10**9), ("chunk_sha256", []), ("classes", "ab")])
+                                          ("test_start", 10**9), ("chunk_sha256", []), ("classes", "ab"), ("classes", [1, 2])])
 def test_a_header_out_of_range_is_rebuilt(data_dir, tmp_path, field, value, capsys):
     folder = make_folder(tmp_path / "photos")
     expected = load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:]

@@ -136,14 +136,15 @@ def chunk_hashes(path: Path) -> list[str]:
 def _header_problem(header: dict, size: int) -> str | None:
     """What is out of range in a header (cheap: no pixel is read)."""
     shape, scale, test_start = header.get("shape"), header.get("scale"), header.get("test_start")
-    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(d, int) and d > 0 for d in shape)):
+    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(d, int) for d in shape)
+            and shape[0] >= 0 and all(d > 0 for d in shape[1:])):
         return f"its header's shape {str(shape)[:40]} is not (N, C, H, W)"
     if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         return f"its header's scale {str(scale)[:20]} is not a positive number"
     if test_start is not None and not (isinstance(test_start, int) and 0 <= test_start <= shape[0]):
         return f"its header's test split start {str(test_start)[:20]} is not a row"
     classes = header.get("classes")
-    if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
+    if not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
         return "its header's classes are not a list of names"
     hashes = header.get("chunk_sha256")
     if header.get("chunk_bytes") != CHUNK_BYTES or not isinstance(hashes, list) or \
