@@ -21,9 +21,9 @@ import optuna
 
 from eas.arch.space import load_space
 from eas.data.datasets import load_dataset
-from eas.reports.pareto import kendall_tau
-from eas.search.candidate import Candidate, counted_metrics
-from eas.search.rungs import Ladder
+from eas.nas.candidate import Candidate, counted_metrics
+from eas.nas.rungs import Ladder
+from eas.pareto import kendall_tau
 from eas.training.proxy import Fidelity
 from eas.training.recipe import Recipe
 from eas.units import parse_count, table

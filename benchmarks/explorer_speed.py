@@ -24,10 +24,10 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_study import settings_for, write_study  # noqa: E402
 
+from eas.pareto import pareto_mask
 from eas.reports.explorer import trial_rows  # noqa: E402
 from eas.reports.figures import pareto_figure  # noqa: E402
 from eas.reports.front import minimised  # noqa: E402
-from eas.reports.pareto import pareto_mask
 from eas.study.reader import load_study  # noqa: E402
 from eas.units import table  # noqa: E402
 

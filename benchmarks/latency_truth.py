@@ -41,8 +41,8 @@ from eas.measure.energy import make_meter  # noqa: E402
 from eas.measure.inference import latency, time_repeated  # noqa: E402
 from eas.measure.predictor import PredictionError  # noqa: E402
 from eas.measure.runtime import Runtime, measure, session, to_onnx  # noqa: E402
-from eas.reports.pareto import kendall_tau  # noqa: E402
-from eas.search.candidate import Candidate  # noqa: E402
+from eas.nas.candidate import Candidate  # noqa: E402
+from eas.pareto import kendall_tau  # noqa: E402
 from eas.training.proxy import Fidelity  # noqa: E402
 from eas.units import table  # noqa: E402
 from eas_device import client  # noqa: E402

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 from knee import eas
 
+from eas.pareto import hypervolume_of_points, minimised_values
 from eas.reports.front import footprint
-from eas.reports.pareto import hypervolume_of_points, minimised_values
 from eas.study.reader import StudyReader
 from eas.units import format_duration, parse_seconds, table
 

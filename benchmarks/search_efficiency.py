@@ -127,9 +127,9 @@ def calibrate(settings: dict) -> tuple[dict, object]:
 
     from eas.arch.space import load_space
     from eas.data.datasets import load_dataset
+    from eas.nas.candidate import counted_metrics, evaluate
     from eas.objectives import Constraints
-    from eas.reports.pareto import kendall_tau
-    from eas.search.candidate import counted_metrics, evaluate
+    from eas.pareto import kendall_tau
     from eas.training.proxy import Fidelity
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -168,7 +168,7 @@ def full_fidelity(row: dict) -> bool:
 
 def anytime(trials: list[dict], settings: dict) -> list[tuple[float, float]]:
     """(CPU seconds spent evaluating so far, hypervolume so far) after each finished trial."""
-    from eas.reports.pareto import hypervolume_of_points
+    from eas.pareto import hypervolume_of_points
 
     points, curve, spent = [], [], 0.0
     for row in sorted((t for t in trials if t["finished"] is not None), key=lambda t: t["finished"]):

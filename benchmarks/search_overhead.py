@@ -18,12 +18,12 @@ import torch
 
 from eas.arch.space import load_space
 from eas.data.datasets import load_dataset
+from eas.nas.budget import Budget
+from eas.nas.candidate import evaluate
+from eas.nas.live_view import LiveStudy
+from eas.nas.loop import prepare_study, run_search
 from eas.objectives import DEFAULT_OBJECTIVES
 from eas.reports.progress import SearchProgress
-from eas.search.budget import Budget
-from eas.search.candidate import evaluate
-from eas.search.live_view import LiveStudy
-from eas.search.loop import prepare_study, run_search
 from eas.study.reader import StudyReader
 from eas.study.schema import SearchSettings
 from eas.study.storage import harden_sqlite, open_storage

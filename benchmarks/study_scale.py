@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_study import settings_for, write_study  # noqa: E402
 
 from eas.data.datasets import load_dataset  # noqa: E402
-from eas.search.budget import Budget
-from eas.search.live_view import LiveStudy  # noqa: E402
-from eas.search.loop import TrialRunner, run_search  # noqa: E402
-from eas.search.rungs import Ladder  # noqa: E402
+from eas.nas.budget import Budget
+from eas.nas.live_view import LiveStudy  # noqa: E402
+from eas.nas.loop import TrialRunner, run_search  # noqa: E402
+from eas.nas.rungs import Ladder  # noqa: E402
 from eas.study.reader import StudyReader  # noqa: E402
 from eas.study.storage import harden_sqlite, open_storage  # noqa: E402
 from eas.training.proxy import Fidelity  # noqa: E402
@@ -77,7 +77,7 @@ def measure(n: int, trials: int, task, folder: Path) -> dict:
 
     refresh = live.refresh = timed(live.refresh)
     decide = TrialRunner._decide = timed(ORIGINAL_DECIDE)
-    from eas.search import proposals
+    from eas.nas import proposals
 
     guard = proposals.ConstraintAwareSampler.sample_relative = timed(ORIGINAL_PROPOSE)
     started = time.perf_counter()
@@ -91,7 +91,7 @@ def measure(n: int, trials: int, task, folder: Path) -> dict:
             "outside_ms": outside, "other_ms": outside - (refresh.seconds + guard.seconds) * per}
 
 
-from eas.search import proposals as _proposals  # noqa: E402
+from eas.nas import proposals as _proposals  # noqa: E402
 
 ORIGINAL_DECIDE = TrialRunner._decide
 ORIGINAL_PROPOSE = _proposals.ConstraintAwareSampler.sample_relative

@@ -54,8 +54,8 @@ def train_supernet(unit: units.Unit) -> tuple[dict, object]:
 
     from eas.arch.space import load_space
     from eas.data.datasets import load_dataset
-    from eas.search.candidate import Candidate
-    from eas.search.one_shot import VALIDATION_IMAGES, load_inherited, trust_subnetworks
+    from eas.nas.candidate import Candidate
+    from eas.nas.one_shot import VALIDATION_IMAGES, load_inherited, trust_subnetworks
     from eas.training.proxy import Fidelity
     from eas.training.supernet import SupernetPlan, SupernetTraining
     from eas.training.supernet_file import read_description
@@ -111,9 +111,9 @@ def train_supernet(unit: units.Unit) -> tuple[dict, object]:
 def measure_trust(unit: units.Unit) -> tuple[dict, object]:
     from eas.arch.genome import Arch
     from eas.data.datasets import load_dataset
-    from eas.reports.pareto import kendall_tau
-    from eas.search.candidate import Candidate
-    from eas.search.one_shot import VALIDATION_IMAGES
+    from eas.nas.candidate import Candidate
+    from eas.nas.one_shot import VALIDATION_IMAGES
+    from eas.pareto import kendall_tau
     from eas.training.proxy import Fidelity
 
     s = unit.settings

@@ -12,8 +12,8 @@ from sqlalchemy import event
 
 from eas.arch.counting import arch_cost
 from eas.arch.space import load_space
-from eas.search.candidate import wilson_interval
-from eas.search.rungs import Ladder
+from eas.nas.candidate import wilson_interval
+from eas.nas.rungs import Ladder
 from eas.study import schema
 from eas.study.schema import SearchSettings
 

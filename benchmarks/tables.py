@@ -110,7 +110,7 @@ def _search_goal(finals: dict[str, list[float]]) -> str:
 
 def _rung_agreement(searches: dict[str, dict]) -> list[str]:
     """Kendall tau between each lower rung and the top over EAS's candidates that reached the top."""
-    from eas.reports.pareto import kendall_tau
+    from eas.pareto import kendall_tau
 
     pairs: dict[int, tuple[list, list]] = {}
     top = None

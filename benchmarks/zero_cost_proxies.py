@@ -64,7 +64,7 @@ def main() -> None:
     from eas.arch.builder import build
     from eas.arch.space import load_space
     from eas.data.datasets import load_dataset
-    from eas.search.candidate import evaluate
+    from eas.nas.candidate import evaluate
     from eas.training.proxy import Fidelity
     from eas.units import table
 

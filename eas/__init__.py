@@ -1,21 +1,26 @@
 """EAS: efficient architecture search.
 
-The public names are imported lazily so that `eas --help` never pays for torch.
+    import eas
+    result = eas.search(space="tiny", data="digits", trials=20, epochs=2)   # or data=(x, y)
+    print(result.knee.genome, len(result.front))
+
+The public names are imported lazily so that `eas --help` never pays for torch, and importing
+EAS changes nothing process-wide (eas.application).
 """
 
-import os
 from importlib import import_module
-
-# OpenMP threads that busy-wait for a descheduled partner burn whole cores on a busy machine:
-# measured here, a candidate's training took 13x the CPU time (and 13x the wall time) while
-# another torch job ran; with passive waiting it took the same CPU time as on an idle machine,
-# at a cost of 5-10% speed on an idle machine for mid-size candidates. Set before torch loads;
-# a value the user chose is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "search": "eas.api",
+    "open_study": "eas.api",
+    "evaluate": "eas.api",
+    "export": "eas.api",
+    "train": "eas.api",
+    "SearchResult": "eas.api",
+    "prepare_process": "eas.application",
+    "register_objective": "eas.objectives",
     "Arch": "eas.arch.genome",
     "GenomeError": "eas.arch.genome",
     "load_space": "eas.arch.space",

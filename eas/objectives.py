@@ -1,6 +1,6 @@
 """The registry of objectives (what a search optimises) and the hard constraints.
 
-An objective names a metric of `eas.search.candidate.Metrics`, a direction and a unit. Constraints are
+An objective names a metric of `eas.nas.candidate.Metrics`, a direction and a unit. Constraints are
 upper limits on metrics; the cheap ones (MACs, params, memory, latency) are known before any
 training, so an infeasible candidate costs milliseconds.
 """
@@ -8,7 +8,8 @@ training, so an infeasible candidate costs milliseconds.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 from eas.errors import UserError
 from eas.units import parse_bytes, parse_count, parse_seconds
@@ -21,6 +22,10 @@ class Objective:
     direction: str  # "maximize" | "minimize"
     unit: str
     description: str
+    # An objective of one's own is measured from the architecture (no training): called with
+    # (arch, input_shape, num_classes), it returns a finite number >= 0. Its reference point is
+    # derived like the built-in costs': 1.1 x its value for the space's largest architecture.
+    measure: Callable[[object, tuple, int], float] | None = field(default=None, compare=False, repr=False)
 
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in [
@@ -33,13 +38,38 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in [
     Objective("train_energy", "train_energy_j", "minimize", "J", "energy of the proxy training"),
 ]}
 DEFAULT_OBJECTIVES = ("accuracy", "macs", "params", "energy")
+BUILT_IN = frozenset(OBJECTIVES)
+
+
+def register_objective(name: str, measure: Callable[[object, tuple, int], float], unit: str = "",
+                       description: str = "") -> Objective:
+    """Add an objective of your own: a cost to minimise, measured from the architecture before
+    any training, e.g. `register_objective("depth", lambda arch, shape, classes: len(arch.stages))`.
+    A process that reads or joins such a study registers it too: elsewhere the study's settings name
+    an objective that process does not know, and it is refused in one line."""
+    if not isinstance(name, str) or not name.isidentifier() or name in BUILT_IN:
+        raise UserError(f"an objective of your own needs a new name made of letters, digits and _ (got {name!r})")
+    if not callable(measure):
+        raise UserError(f"objective {name!r}: measure must be a function (arch, input_shape, num_classes) -> number")
+    objective = Objective(name, name, "minimize", unit, description or f"{name} (your own)", measure)
+    OBJECTIVES[name] = objective
+    return objective
+
+
+def measured(objective: Objective, arch, input_shape: tuple, num_classes: int) -> float:
+    """An objective of one's own, measured and checked: a finite number >= 0, or ValueError with why."""
+    value = objective.measure(arch, tuple(input_shape), num_classes)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"objective {objective.name} measured {str(value)[:40]!r}, not a finite number >= 0")
+    return float(value)
 
 
 def parse_objectives(text: str | list[str]) -> tuple[str, ...]:
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     unknown = [n for n in names if n not in OBJECTIVES]
     if unknown or not names:
-        raise UserError(f"unknown objective {', '.join(unknown) or '(none)'} (known: {', '.join(OBJECTIVES)})")
+        raise UserError(f"unknown objective {', '.join(unknown) or '(none)'} (known: {', '.join(OBJECTIVES)}; one of "
+                        "your own is registered with eas.register_objective in each process that uses it)")
     if len(set(names)) != len(names):
         raise UserError(f"objective listed twice: {','.join(names)}")
     return tuple(names)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole test suite (unit, end-to-end, PostgreSQL, browser).
+# Sets everything up, then ruff, the docs build and the whole test suite: the fast tier first, then
+# the end-to-end tests (PostgreSQL, browser). With -m/-k/tests/...: only what is asked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -9,4 +10,10 @@ if command -v pg_ctlcluster >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
 fi
 ruff check .
-python -m pytest "$@"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$(mktemp -d)"   # the docs build, links and all
+if [[ " $* " == *" -m "* || " $* " == *" -k "* || " $* " == *"tests/"* ]]; then
+  python -m pytest "$@"                      # a tier or tests of your own choosing
+else
+  python -m pytest -m "not slow" "$@"        # the fast tier first: the library through its API
+  python -m pytest -m slow "$@"              # then the end-to-end tests
+fi

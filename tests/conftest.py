@@ -12,6 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EAS = [sys.executable, "-m", "eas"]
 
+# The tests train in this process as an application would: its threads wait passively (the
+# command line decides this for itself; `import eas` changes nothing process-wide).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # The test session decodes datasets into its own cache (its subprocesses inherit it), so a
 # user's ~/.cache/eas is never filled with the tests' throwaway folders.
 if "EAS_DATA_DIR" not in os.environ:

@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from eas.application import prepare_process
 from eas.cli import arch, compress, device, evaluate, export, queue, search, studies, supernet, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
@@ -50,6 +51,7 @@ supernet_app.command("show")(supernet.show_command)
 def main() -> None:
     """Entry point: known errors, ours and the option parser's, become one line on stderr and
     exit code 2; Ctrl-C exits with 130."""
+    prepare_process()  # the application's choices for its process: thread waiting, log lines
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as error:  # the option parser's: a bad value, an unknown command

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from eas import interrupt
 from eas.cli.options import JsonOption, MeterOption, QuietOption, SeedOption, emit_json
 from eas.errors import UserError
 
@@ -46,6 +47,7 @@ def compress_command(
     from eas.units import table
 
     prepare_output(out, force, derived_from=folder)  # checked before the data is loaded
+    interrupt.install()
     stored_data = document["task"].get("data")
     if not data and not isinstance(stored_data, str):
         raise UserError(f"{folder}/arch.json does not say which data the model was trained on: give --data")

@@ -51,8 +51,8 @@ def evaluate_command(
     import torch
 
     from eas.data.datasets import load_dataset
+    from eas.nas.candidate import evaluate
     from eas.reports.summary import metrics_lines
-    from eas.search.candidate import evaluate
 
     if threads:
         torch.set_num_threads(threads)

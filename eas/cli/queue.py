@@ -50,7 +50,7 @@ def resume_command(
     A study without a pool budget (made by an older EAS) is queued by giving it one."""
     from dataclasses import replace
 
-    from eas.search.budget import Budget
+    from eas.nas.budget import Budget
     from eas.study.queue import Run, budget_text, save, state_of
 
     more = Budget.parse(budget, trials) if budget is not None or trials is not None else None

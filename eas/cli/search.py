@@ -7,12 +7,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from eas import interrupt
 from eas.cli.options import (
     BatchSizeOption,
     BudgetOption,
@@ -38,47 +38,30 @@ from eas.cli.options import (
     TrialsOption,
     TrialTimeoutOption,
     emit_json,
-    fidelity_from_options,
 )
 from eas.errors import UserError
 from eas.lazy import lazy_import
-from eas.objectives import Constraints, parse_objectives
+from eas.nas.budget import Budget
 from eas.reports.summary import run_lines, study_lines
-from eas.search.budget import Budget
 from eas.study import schema
-from eas.study.queue import Run, budget_text, save
-from eas.study.reader import StudyReader, entry_of, list_studies
-from eas.study.setup import check_resumable, join
+from eas.study.queue import budget_text
+from eas.study.reader import list_studies
 from eas.study.storage import (
     check_study_name,
     checkpoint_wal,
     default_url,
-    harden_sqlite,
-    open_storage,
     safe_url,
     sqlite_path,
 )
 from eas.units import parse_seconds
 
-if TYPE_CHECKING:
-    from eas.arch.space import Space
-    from eas.measure.runtime import Runtime
-    from eas.study.schema import SearchSettings
-    from eas.training.proxy import Fidelity
-
 torch = lazy_import("torch")
-devices = lazy_import("eas.measure.device")
-energy = lazy_import("eas.measure.energy")
-runtimes = lazy_import("eas.measure.runtime")
-ladders = lazy_import("eas.search.rungs")
-worker_pool = lazy_import("eas.search.pool")
-space_files = lazy_import("eas.arch.space")
-datasets = lazy_import("eas.data.datasets")
+worker_pool = lazy_import("eas.nas.pool")
 front = lazy_import("eas.reports.front")
 progress_line = lazy_import("eas.reports.progress")
-live_view = lazy_import("eas.search.live_view")
-loop = lazy_import("eas.search.loop")
-proposals = lazy_import("eas.search.proposals")
+live_view = lazy_import("eas.nas.live_view")
+loop = lazy_import("eas.nas.loop")
+session = lazy_import("eas.nas.session")
 
 
 def _absolute_sqlite(url: str) -> str:
@@ -247,7 +230,8 @@ def search_command(
     as_json: JsonOption = False,
 ) -> None:
     """Search a space for architectures that trade accuracy against MACs, params and energy."""
-    request = SearchRequest.from_options(
+    interrupt.install(sigterm=True)  # Ctrl-C or SIGTERM: no trial left running, the study resumable
+    request = session.SearchRequest.make(
         space=space, budget=budget, trials=trials, cpu_budget=cpu_budget, data=data, resolution=resolution,
         strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
@@ -256,7 +240,7 @@ def search_command(
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
         runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet)
     torch.set_num_threads(threads or _threads_for(workers))
-    opened = _open_study(request, heartbeat, priority)
+    opened = session.open_search(request, heartbeat, priority)
     if queue:
         _say_queued(opened, request, priority, quiet, as_json)
         return
@@ -279,108 +263,7 @@ def search_command(
         checkpoint_wal(request.url)  # the study file alone holds every trial now
 
 
-@dataclass(frozen=True)
-class SearchRequest:
-    """What the user asked `eas search` for, every option checked before any storage is opened."""
-
-    budget: Budget
-    objectives: tuple[str, ...]
-    constraints: Constraints
-    fidelity: Fidelity
-    trial_timeout: float
-    space: Space
-    name: str
-    url: str
-    runtime: Runtime
-    options: dict  # the options stored as typed (data, sampler, rungs, eta, seed, device, ...)
-
-    @classmethod
-    def from_options(cls, **options) -> SearchRequest:
-        o = options
-        budget = Budget.parse(o["budget"], o["trials"], o["cpu_budget"])
-        if budget.cpu_seconds and (o["queue"] or o["workers"] > 1):
-            raise UserError("--cpu-budget limits this one process: it does not go with --queue or --workers")
-        if o["queue"] and o["workers"] > 1:
-            raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
-                            "--workers")
-        objectives = parse_objectives(o["objectives"])
-        constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
-        if o["sampler"] not in proposals.SAMPLERS:
-            raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(proposals.SAMPLERS)})")
-        fidelity = fidelity_from_options(o["epochs"], o["subset"], o["max_steps"], o["batch_size"], o["lr"],
-                                         o["precision"])
-        timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
-        space = space_files.load_space(o["space"])
-        o = {**o, "data": datasets.with_resolution(o["data"], o["resolution"])}  # the spec the study stores
-        scheme, _, _ = datasets.parse_spec(o["data"])
-        target = o["device"] if o["device"].startswith(("http://", "https://")) else None
-        if target:  # candidates train here; their latency and inference energy are measured on the target
-            o = {**o, "device": "auto"}
-        runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"], target)
-        if o["predictor"] is not None:
-            runtime = runtimes.with_predictor(runtime, o["predictor"])
-        name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{scheme}")
-        return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
-                   runtime, o)
-
-
-@dataclass(frozen=True)
-class OpenedStudy:
-    study: object  # the optuna.Study
-    created: bool
-    settings: SearchSettings
-    space: Space  # for the data's input shape
-    task: object  # the Dataset
-    reader: object  # a StudyReader
-    storage: object  # the opened Optuna storage
-    entry: object  # its QueuedStudy entry, as it was before this run
-    run: object  # the pool Run this command saved
-
-
-def _open_study(request: SearchRequest, heartbeat: int, priority: int) -> OpenedStudy:
-    """Load the data, check the limits are reachable, create or resume the study (refused when its
-    stored settings differ) and save this run's budget into it."""
-    o = request.options
-    torch_device = devices.resolve_device(o["device"])
-    task = datasets.load_dataset(o["data"], seed=o["seed"], strict=o["strict"])
-    ladder = ladders.Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
-    space = request.space.for_task(task.input_shape)
-    runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes, space)
-    meter, _ = energy.make_meter(o["meter"], cuda=torch_device.type == "cuda")
-    loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
-    shared = _supernet_record(o["supernet"], space, o["data"], task, o["seed"]) if o["supernet"] is not None else {}
-    settings = schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
-                              objectives=request.objectives, constraints=request.constraints.to_dict(),
-                              fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
-                              device=o["device"], meter=o["meter"], warm_start=o["warm_start"],
-                              population=o["population"], input_shape=task.input_shape,
-                              num_classes=task.num_classes,
-                              multi_fidelity=ladder.to_dict() if o["rungs"] > 1 and not shared else {},
-                              runtime=request.runtime.to_dict(), supernet=shared)
-    check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
-    storage = open_storage(request.url, heartbeat=heartbeat)
-    found, created = loop.prepare_study(settings, request.name, storage, space, task, torch_device)
-    harden_sqlite(storage)
-    reader = StudyReader(request.url, request.name)
-    entry = entry_of(request.url, request.name)
-    budget = request.budget
-    run = Run(budget.seconds, None if budget.trials is None else entry.counted + budget.trials, priority,
-              started=None if o["queue"] else time.time())
-    save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
-    return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
-
-
-def _supernet_record(folder: Path, space, data: str, task, seed: int) -> dict:
-    """What a one-shot study stores of its supernet: checked (hashes, space, data, input) first."""
-    from eas.search.one_shot import read_trust
-    from eas.training.supernet_file import check_serves, load_supernet
-
-    stored = load_supernet(folder)
-    check_serves(stored, space.definition, data, task.input_shape, task.num_classes, seed)
-    return {"path": str(stored.folder.resolve()), "hash": stored.hash, "trust": read_trust(stored)}
-
-
-def _say_queued(opened: OpenedStudy, request: SearchRequest, priority: int, quiet: bool, as_json: bool) -> None:
+def _say_queued(opened, request, priority: int, quiet: bool, as_json: bool) -> None:
     budget_words = budget_text(opened.run, opened.entry.counted, time.time())
     if as_json:
         emit_json({"study": request.name, "state": "queued", "budget": budget_words, "priority": priority})
@@ -408,6 +291,7 @@ def worker_command(
 ) -> None:
     """Join a study from another process or machine, or serve every open study of a storage."""
     timeout = parse_seconds(trial_timeout, "--trial-timeout")
+    interrupt.install(sigterm=True)
     if study is None:
         _serve_pool(storage, Budget.parse(budget, trials) if budget or trials else None, wait, seed, heartbeat,
                     timeout, threads, quiet)
@@ -417,12 +301,10 @@ def worker_command(
     url = storage or default_url(study)
     if threads:
         torch.set_num_threads(threads)
-    found, settings, reader = join(url, study, heartbeat)
-    task = datasets.load_dataset(settings.data, seed=settings.seed)
-    space = space_files.space_from_definition(settings.space, source=f"study {study}").for_task(task.input_shape)
+    joined = session.join_study(url, study, heartbeat)
     try:
-        _run_and_report(found, settings, space, task, run_budget, timeout,
-                        seed if seed is not None else os.getpid(), quiet, False, study, reader)
+        _run_and_report(joined.study, joined.settings, joined.space, joined.task, run_budget, timeout,
+                        seed if seed is not None else os.getpid(), quiet, False, study, joined.reader)
     finally:
         checkpoint_wal(url)
 

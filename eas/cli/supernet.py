@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from eas import interrupt
 from eas.cli.options import (
     BatchSizeOption,
     BudgetOption,
@@ -81,6 +82,7 @@ def train_command(
     chosen = load_space(space)
     data = with_resolution(data, resolution)
     task = load_dataset(data, seed=seed, strict=strict)
+    interrupt.install(sigterm=True)
     training = SupernetTraining(out, task, chosen, data, plan, resolve_device(device), meter, restart, not quiet)
     try:
         training.run()
@@ -118,7 +120,7 @@ def trust_command(
 
 def show_command(folder: SupernetFolder, as_json: JsonOption = False) -> None:
     """What a supernet holds, how it was trained, and how far its inherited accuracies rank like training."""
-    from eas.search.one_shot import read_trust
+    from eas.nas.one_shot import read_trust
     from eas.training.supernet_file import load_supernet
 
     stored = load_supernet(folder)
@@ -135,7 +137,7 @@ def _trust_fidelity(epochs: float, subset: int | None, batch_size: int, precisio
 
 
 def _measure_trust(stored, task, fidelity, samples: int, seed: int, device: str, quiet: bool) -> None:
-    from eas.search.one_shot import measure_trust
+    from eas.nas.one_shot import measure_trust
 
     def say(done: int, sample: dict) -> None:
         if not quiet:
@@ -146,7 +148,7 @@ def _measure_trust(stored, task, fidelity, samples: int, seed: int, device: str,
 
 
 def _show_lines(stored) -> list[str]:
+    from eas.nas.one_shot import read_trust
     from eas.reports.summary import supernet_lines
-    from eas.search.one_shot import read_trust
 
     return supernet_lines(str(stored.folder), stored.description, read_trust(stored))

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from eas import interrupt
 from eas.cli.options import (
     AugmentOption,
     DataOption,
@@ -74,6 +75,7 @@ def train_command(
     from eas.training.recipe import Recipe
 
     check_launch(nproc, nnodes, rdzv_endpoint, max_restarts)
+    interrupt.install()  # Ctrl-C at any instant: the last checkpoint resumes
 
     given = {k: v for k, v in {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay}.items()
              if v is not None}

@@ -61,9 +61,9 @@ def verify_command(
 
     from eas.arch.space import space_from_definition
     from eas.data.datasets import load_dataset
+    from eas.nas.baselines import check_baselines_fit, parse_baselines
+    from eas.nas.verify import VerifyPlan, verify_front
     from eas.reports.summary import verification_lines
-    from eas.search.baselines import check_baselines_fit, parse_baselines
-    from eas.search.verify import VerifyPlan, verify_front
     from eas.study import schema
     from eas.study.reader import StudyReader
     from eas.study.storage import open_storage

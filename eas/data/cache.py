@@ -26,10 +26,10 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,8 @@ import numpy as np
 import eas
 from eas.errors import UserError
 from eas.jsonfile import read_json
+
+logger = logging.getLogger(__name__)
 
 FORMAT = 2  # 2: chunk hashes
 HEADER, PIXELS, LABELS = "header.json", "pixels.bin", "labels.npy"
@@ -219,7 +221,7 @@ def cached(key: str, build: Callable[[Writer], None], what: str) -> Cached:
         if isinstance(found, Cached):
             return found
         if found != "missing":
-            print(f"warning: the data cache {folder} cannot be used ({found}); rebuilding it", file=sys.stderr)
+            logger.warning(f"the data cache {folder} cannot be used ({found}); rebuilding it")
         building = root / f"{key}.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
         try:

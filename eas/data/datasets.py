@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.metadata
+import logging
 import math
 import os
 import pickle
-import sys
 import urllib.request
 import zipfile
 from collections.abc import Callable
@@ -35,6 +35,8 @@ from eas.data.cache import CHUNK_BYTES, Writer, cache_key, cache_root, cached, d
 from eas.data.images import Images, PixelFile, rows_per_read
 from eas.errors import UserError
 from eas.lazy import lazy_import
+
+logger = logging.getLogger(__name__)
 
 sklearn_datasets = lazy_import("sklearn.datasets")
 
@@ -427,8 +429,8 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
     except UserError as error:
         raise DataError(str(error)) from None
     if cache.skipped:  # after every refusal: a refused dataset says one line
-        print(f"warning: {spec}: skipped {cache.skipped:,} files that cannot be read (e.g. "
-              f"{cache.skipped_example}); --strict refuses them instead", file=sys.stderr)
+        logger.warning(f"{spec}: skipped {cache.skipped:,} files that cannot be read (e.g. "
+                       f"{cache.skipped_example}); --strict refuses them instead")
     rng = np.random.default_rng(seed)
     if cache.test_start is None:
         order = usable[rng.permutation(len(usable))]

@@ -14,6 +14,7 @@ header; the loader warns about it, or refuses it with `--strict`.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,8 @@ import numpy as np
 
 from eas.data import DataError
 from eas.lazy import lazy_import
+
+logger = logging.getLogger(__name__)
 
 Image = lazy_import("PIL.Image")
 tqdm = lazy_import("tqdm")
@@ -139,7 +142,7 @@ def build(root: Path, resolution: int | None, writer) -> None:
     bar = tqdm.tqdm(total=len(files), unit="img", desc="decoding into the cache", file=sys.stderr) if show else None
     started = time.monotonic()
     if say and not show:
-        print(f"decoding {len(files):,} images under {root} into the data cache (once)", file=sys.stderr)
+        logger.info(f"decoding {len(files):,} images under {root} into the data cache (once)")
     workers = min(os.cpu_count() or 1, 8)
     if len(files) < PARALLEL_FROM or workers == 1:
         for chunk in chunks:
@@ -159,7 +162,7 @@ def build(root: Path, resolution: int | None, writer) -> None:
     labels = np.asarray(labels, dtype=np.int64)
     labels[[row for row, _, _ in broken]] = -1  # a skipped row is never part of any split
     if say and not show:
-        print(f"decoded {len(files) - len(broken):,} images in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        logger.info(f"decoded {len(files) - len(broken):,} images in {time.monotonic() - started:.1f} s")
     # Broken files are recorded, not refused here: whether they are acceptable (--strict) is the
     # reader's call, and a cache does not depend on it.
     writer.finish(labels, classes, scale=1 / 255, skipped=len(broken),

@@ -143,10 +143,3 @@ class Images:
                                     for i in range(0, len(rows), step)])
                 rows = np.arange(len(rows))
         return Images(source, rows, self.scale, self.mean, self.std, device)
-
-    @classmethod
-    def from_array(cls, x: np.ndarray, scale: float = 1.0, mean=None, std=None) -> Images:
-        """Images held in memory (tests, benchmarks, small arrays made on the fly)."""
-        channels = x.shape[1]
-        return cls(torch.from_numpy(np.ascontiguousarray(x)), np.arange(len(x)), scale,
-                   mean or (0.0,) * channels, std or (1.0,) * channels)

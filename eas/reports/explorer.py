@@ -8,8 +8,8 @@ import math
 import re
 
 from eas.objectives import OBJECTIVES
+from eas.pareto import pareto_mask
 from eas.reports.front import accuracy_interval, feasible, knee, minimised, pareto_front
-from eas.reports.pareto import pareto_mask
 from eas.study import schema
 from eas.study.records import TrialRecord
 

@@ -69,9 +69,13 @@ def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, thr
             figure.add_trace(go.Scatter(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
                                         **bars, **common))
     if three_d:
-        figure.update_layout(scene={"xaxis_title": x, "yaxis_title": y, "zaxis_title": three_d})
+        figure.update_layout(scene={"xaxis_title": axis_title(x), "yaxis_title": axis_title(y),
+                                    "zaxis_title": axis_title(three_d)})
     else:
-        figure.update_layout(xaxis_title=x, yaxis_title=y)
+        figure.update_layout(xaxis_title=axis_title(x), yaxis_title=axis_title(y))
+    for axis, name in (("xaxis", x), ("yaxis", y)):
+        if name == "accuracy" and not three_d:  # stored as a fraction, shown as a percentage like every table
+            figure.update_layout({axis: {"tickformat": ".0%"}})
     figure.update_layout(height=520, legend_title_text="trials", margin={"l": 10, "r": 10, "t": 30, "b": 10})
     return figure
 
@@ -103,18 +107,40 @@ FAMILY_COLOURS = ("#9467bd", "#e377c2", "#bcbd22", "#7f7f7f")
 
 
 def parallel_figure(rows: list[dict], objectives: tuple[str, ...]) -> go.Figure:
+    """The front on one axis per objective, each line coloured by the first objective. Accuracy
+    in percent, as everywhere else; margins that leave the first axis' tick labels room."""
     front = [r for r in rows if r["pareto"]]
-    dimensions = [{"label": name, "values": [r[metric(name)] for r in front]} for name in objectives]
-    return go.Figure(go.Parcoords(
-        line={"color": [r[metric(objectives[0])] for r in front], "colorscale": "Viridis", "showscale": True},
+
+    def values(name: str) -> list[float]:
+        return [100 * r[metric(name)] if name == "accuracy" else r[metric(name)] for r in front]
+
+    dimensions = [{"label": axis_title(name), "values": values(name)} for name in objectives]
+    figure = go.Figure(go.Parcoords(
+        line={"color": values(objectives[0]), "colorscale": "Viridis", "showscale": True,
+              "colorbar": {"title": {"text": axis_title(objectives[0])}}},
         dimensions=dimensions))
+    figure.update_layout(margin={"l": 70, "r": 40, "t": 60, "b": 30}, height=420)
+    return figure
+
+
+AXIS_TITLES = {"accuracy": "accuracy (%)", "macs": "MACs", "params": "parameters",
+               "energy": "inference energy (J/1k)", "latency": "latency (ms)", "memory": "inference memory (B)",
+               "train_energy": "training energy (J)"}
+
+
+def axis_title(objective: str) -> str:
+    return AXIS_TITLES.get(objective, objective)
 
 
 def history_figure(history: list[dict], x: str) -> go.Figure:
-    """Hypervolume against trials, wall time (seconds) or energy spent (J)."""
-    labels = {"trials": "trials finished", "seconds": "wall time (s)", "energy_j": "training energy spent (J)"}
-    figure = go.Figure(go.Scatter(x=[h[x] for h in history], y=[h["hypervolume"] for h in history],
+    """Hypervolume against trials (whole numbers), wall time (seconds) or energy spent (kWh, as the
+    footprint beside it says)."""
+    labels = {"trials": "trials finished", "seconds": "wall time (s)", "energy_j": "energy spent by the search (kWh)"}
+    scale = 1 / 3.6e6 if x == "energy_j" else 1
+    figure = go.Figure(go.Scatter(x=[h[x] * scale for h in history], y=[h["hypervolume"] for h in history],
                                   mode="lines+markers", line={"shape": "hv"}))
     figure.update_layout(xaxis_title=labels[x], yaxis_title="hypervolume (normalised)", height=320,
                          margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    if x == "trials":
+        figure.update_xaxes(tickformat="d", rangemode="tozero", dtick=max(1, len(history) // 10) if history else 1)
     return figure

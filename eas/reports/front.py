@@ -18,7 +18,7 @@ import numpy as np
 
 from eas.errors import UserError
 from eas.objectives import OBJECTIVES
-from eas.reports.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
+from eas.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
 from eas.study import schema
 from eas.study.records import TrialRecord, counts
 

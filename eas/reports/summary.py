@@ -95,7 +95,7 @@ def accuracy_text(metrics: dict) -> str:
 
 
 def is_inherited(metrics: dict) -> bool:
-    """An accuracy of weights inherited from a supernet, not of training (eas.search.one_shot)."""
+    """An accuracy of weights inherited from a supernet, not of training (eas.nas.one_shot)."""
     fidelity = metrics.get("fidelity")
     return isinstance(fidelity, dict) and fidelity.get("kind") == "inherited"
 

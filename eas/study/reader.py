@@ -119,12 +119,24 @@ NEEDED_TABLES = {"studies", "study_user_attributes", "trials", "trial_user_attri
                  "trial_params"}
 
 
+# The one door to Optuna's private tables: EAS reads them with SQL (fast, and without Optuna's
+# writes on read), so it reads only the storage layout it was checked against.
+OPTUNA_SCHEMA_VERSIONS = {12}
+
+
 def _check_tables(connection, url: str) -> None:
-    """A storage whose tables are not all there yet is being created (or is not Optuna's)."""
+    """A storage whose tables are not all there yet is being created (or is not Optuna's); one of
+    an Optuna storage layout EAS has not been checked against is refused, not misread."""
     missing = NEEDED_TABLES - set(sa.inspect(connection).get_table_names())
     if missing:
         raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
                           "or not an Optuna storage)")
+    row = connection.execute(sa.text("SELECT schema_version, library_version FROM version_info")).first() \
+        if "version_info" in sa.inspect(connection).get_table_names() else None
+    if row is not None and row[0] not in OPTUNA_SCHEMA_VERSIONS:
+        raise UserError(f"storage {safe_url(url)} has Optuna's storage layout {row[0]} (written by Optuna {row[1]}); "
+                        f"this EAS reads layout {', '.join(map(str, sorted(OPTUNA_SCHEMA_VERSIONS)))}: use the "
+                        "Optuna version that wrote it")
 
 
 def _json(text):

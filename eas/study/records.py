@@ -73,7 +73,8 @@ def _numbers_problem(values: dict, keys: set, where: str) -> str | None:
         if _out_of_range(key, value):
             return f"{where} {key} is out of range ({str(value)[:40]})"
     low, accuracy, high = (values.get(k) for k in ("accuracy_low", "accuracy", "accuracy_high"))
-    if all(_is_number(v) for v in (low, accuracy, high)) and not low <= accuracy <= high:
+    # a hair of tolerance: studies stored before the interval was clamped hold 0.9999999999999999 at 100%
+    if all(_is_number(v) for v in (low, accuracy, high)) and not low - 1e-9 <= accuracy <= high + 1e-9:
         return f"{where} accuracy {accuracy} lies outside its interval [{low}, {high}]"
     return None
 
@@ -100,7 +101,8 @@ def problem_with(attrs: dict, constraints: dict, task: tuple | None, times: tupl
     if metrics is not None:
         if not isinstance(metrics, dict):
             return f"stored metrics are not a mapping ({type(metrics).__name__})"
-        problem = _numbers_problem(metrics, NUMERIC_METRICS, "stored metric")
+        # objectives registered since this module loaded (a user's own) are numbers too
+        problem = _numbers_problem(metrics, NUMERIC_METRICS | {o.metric for o in OBJECTIVES.values()}, "stored metric")
         if problem:
             return problem
         for key in TEXT_METRICS & metrics.keys():

@@ -127,7 +127,7 @@ class SearchSettings:
     # Where latency and inference energy are measured (eas.measure.runtime.Runtime); a study
     # stored before runtimes were recorded timed eager torch.
     runtime: dict = field(default_factory=lambda: dict(EAGER_TORCH))
-    # One-shot search (eas.search.one_shot): {"path", "hash", "trust"} of the supernet every
+    # One-shot search (eas.nas.one_shot): {"path", "hash", "trust"} of the supernet every
     # candidate inherits its weights from; empty: candidates are trained.
     supernet: dict = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ import warnings
 from contextlib import closing
 from pathlib import Path
 
+from eas.application import quiet_optuna_if_asked
 from eas.errors import UserError
 from eas.lazy import lazy_import
 
@@ -58,11 +59,6 @@ def check_study_name(name: str) -> str:
 
 def default_url(study: str) -> str:
     return f"sqlite:///{studies_dir() / check_study_name(study)}.db"
-
-
-def storage_url(given: str | None, study: str) -> str:
-    """--storage, else $EAS_STORAGE, else the study's SQLite file under studies/."""
-    return given or os.environ.get(STORAGE_ENV) or default_url(study)
 
 
 def safe_url(url: str) -> str:
@@ -177,7 +173,7 @@ def open_storage(url: str, heartbeat: int | None = None, retries: int = 2):
     dead workers are failed after 3 missed beats and retried up to `retries` times."""
     # Heartbeats and metric names are marked experimental; EAS relies on them deliberately.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    quiet_optuna_if_asked()
     preflight(url)
     path = sqlite_path(url)
     if path is not None:

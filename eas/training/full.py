@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import sys
@@ -45,6 +46,8 @@ from eas.training.step import (
     warmup_cosine,
 )
 from eas.units import format_duration
+
+logger = logging.getLogger(__name__)
 
 LOG_SECONDS = 60.0  # in a log, a progress line this often while an epoch runs
 WEIGHTS = "model.safetensors"  # what `eas train` leaves: the weights of the best epoch
@@ -336,9 +339,9 @@ class FullTraining:
             if self.log_every is not None and time.monotonic() - last_line >= self.log_every:
                 last_line = time.monotonic()
                 pace = (last_line - began) / (step + 1 - first_step)
-                print(f"epoch {epoch + 1}/{plan.epochs}: step {step + 1}/{self.steps_per_epoch}, loss {step_loss:.3f}, "
-                      f"about {format_duration(pace * (self.steps_per_epoch - step - 1))} left in this epoch",
-                      file=sys.stderr, flush=True)
+                logger.info(f"epoch {epoch + 1}/{plan.epochs}: step {step + 1}/{self.steps_per_epoch}, loss "
+                            f"{step_loss:.3f}, about {format_duration(pace * (self.steps_per_epoch - step - 1))} "
+                            "left in this epoch")
             late = time.monotonic() - self.last_checkpoint > 60 * plan.checkpoint_minutes
             if progress.global_step % plan.checkpoint_steps == 0 or self.group.agree(late):
                 self._checkpoint_now()
@@ -353,8 +356,8 @@ class FullTraining:
         progress.history.append({"epoch": progress.epoch + 1, "val_accuracy": accuracy, "val_loss": val_loss,
                                  "train_seconds": progress.train_seconds, "energy_j": progress.energy_j})
         if print_line:
-            print(f"epoch {progress.epoch + 1}/{self.plan.epochs}: validation accuracy {accuracy:.2%}, "
-                  f"loss {val_loss:.3f}, {progress.train_seconds:.0f} s", file=sys.stderr, flush=True)
+            logger.info(f"epoch {progress.epoch + 1}/{self.plan.epochs}: validation accuracy {accuracy:.2%}, "
+                        f"loss {val_loss:.3f}, {progress.train_seconds:.0f} s")
         if self.plan.target is not None and progress.time_to_target_s is None and accuracy >= self.plan.target:
             progress.time_to_target_s = progress.train_seconds
         return accuracy
@@ -407,7 +410,6 @@ def train_exported(folder: Path, task, plan: TrainPlan, device_name: str = "auto
     starts from the weights in `start_from` when given (fine-tuning), else from scratch. Under
     torchrun (`distributed`), this is one worker of several (eas.training.distributed); only worker 0
     writes, and returns the report (the others return None)."""
-    interrupt.install()
     training = FullTraining(folder, task, plan, device_name, meter_name, restart, start_from, distributed)
     training.run(show_progress)
     return training.report(grid, pue) if training.group.leader else None

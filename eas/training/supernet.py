@@ -15,10 +15,10 @@ resumed run takes the steps an uninterrupted one would have taken.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -37,6 +37,8 @@ from eas.measure.energy import make_meter
 from eas.training.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
 from eas.training.step import MIN_BATCH, resolve_precision, warmup_cosine
 from eas.training.supernet_file import DESCRIPTION, save_supernet
+
+logger = logging.getLogger(__name__)
 
 PACE_STEPS = 3  # steps timed to turn a --budget into a step count
 
@@ -218,7 +220,6 @@ class SupernetTraining:
         else:
             self._say(f"training the supernet of space {self.supernet.space.name!r}: {progress.total_steps} steps "
                       f"of {plan.batch_size} images, {2 + plan.random_subnets} sub-networks each")
-        interrupt.install(sigterm=True)
         token, started, last_save = self.meter.start(), time.perf_counter(), time.monotonic()
         report_every = max(1, progress.total_steps // 10)
         first_step, run_started = progress.step, time.monotonic()
@@ -277,4 +278,4 @@ class SupernetTraining:
 
     def _say(self, line: str) -> None:
         if self.show_progress:
-            print(line, file=sys.stderr, flush=True)
+            logger.info(line)

@@ -4,7 +4,7 @@
 `weights_sha256` is the tensor file's SHA-256 and `hash` the SHA-256 of the JSON document without
 itself: a truncated tensor file or a hand-edited description is detected on every load and
 refused. Both files are written aside and renamed into place, the description last, so a folder
-holds a whole supernet or none. `trust.json` (eas.search.one_shot) names the hash it measured.
+holds a whole supernet or none. `trust.json` (eas.nas.one_shot) names the hash it measured.
 """
 
 from __future__ import annotations

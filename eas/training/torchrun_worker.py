@@ -7,12 +7,16 @@ import json
 import sys
 from pathlib import Path
 
+from eas import interrupt
+from eas.application import prepare_process
 from eas.data.datasets import load_dataset
 from eas.errors import UserError
 from eas.training.full import TrainPlan, train_exported
 
 
 def main() -> None:
+    prepare_process()
+    interrupt.install()
     job = json.loads(sys.argv[1])
     try:
         task = load_dataset(job["data"], seed=job["plan"]["seed"])

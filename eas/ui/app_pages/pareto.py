@@ -42,13 +42,13 @@ with left:
     latest = study.verification[-1] if study.verification else None
     overlay = latest is not None and not three_d and st.toggle(
         "retrained front and baselines (eas verify)", value=bool(latest.get("baselines")), key="verified_overlay")
-    st.subheader("Limits")
     limits = {}
-    for field, label in FILTER_METRICS.items():
-        values = sorted(r[field] for r in rows if r["pareto"] and r[field] == r[field])
-        if len(values) < 2 or values[0] == values[-1]:
-            continue
-        chosen = st.slider(label, min_value=float(values[0]), max_value=float(values[-1]),
+    ranges = {field: sorted(r[field] for r in rows if r["pareto"] and r[field] == r[field]) for field in FILTER_METRICS}
+    ranges = {field: values for field, values in ranges.items() if len(values) >= 2 and values[0] != values[-1]}
+    if ranges:  # with one or two trials there may be nothing to limit: no empty heading then
+        st.subheader("Limits")
+    for field, values in ranges.items():
+        chosen = st.slider(FILTER_METRICS[field], min_value=float(values[0]), max_value=float(values[-1]),
                            value=float(values[-1]), key=f"limit_{field}")
         if chosen < values[-1]:
             limits[field] = chosen

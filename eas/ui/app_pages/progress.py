@@ -26,6 +26,10 @@ for axis, title in (("trials", "against trials"), ("seconds", "against wall time
     st.subheader(f"Hypervolume {title}")
     st.plotly_chart(history_figure(history, axis), width="stretch", key=f"history_{axis}")
 
+def tau_text(tau) -> str:
+    return f"{tau:+.2f}" if isinstance(tau, (int, float)) else "not measured yet (fewer than 3 promoted trials)"
+
+
 st.subheader("What the search cost")
 spent = footprint(study.records, study.objectives, study.reference)
 columns = st.columns(4)
@@ -41,7 +45,7 @@ if study.settings.get("multi_fidelity"):
     st.subheader("Rungs: how far candidates trained, and how well each rung ranks them")
     agreement = {a["from_rung"]: a for a in rank_agreement(study.records)}
     st.dataframe([{"rung": c["rung"], "steps": c["steps"], "finished": c["finished"], "trained on": c["trained_on"],
-                   "Kendall tau with the next rung": agreement.get(c["rung"], {}).get("kendall_tau"),
+                   "Kendall tau with the next rung": tau_text(agreement.get(c["rung"], {}).get("kendall_tau")),
                    "over promoted trials": agreement.get(c["rung"], {}).get("trials")}
                   for c in rung_counts(study.records)], hide_index=True, width="stretch", key="rung_table")
 if study.verification:

@@ -1,0 +1,187 @@
+"""Opening a study to search it: the one way every face does it (`eas search`, `eas worker`, the
+worker pool, `eas.search()` from Python, the benchmarks).
+
+`SearchRequest.make(**options)` checks what was asked before any storage is touched;
+`open_search(request)` loads the data, checks the limits can be met at all, creates the study
+(or resumes it, refused when its stored settings differ) and saves this run's budget into it;
+`join_study(url, name)` opens an existing study for a worker from its stored settings alone.
+Both return an OpenedStudy: everything `run_search` needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+
+from eas.arch.space import Space, load_space, space_from_definition
+from eas.data.datasets import Dataset, load_dataset, parse_spec, with_resolution
+from eas.errors import UserError
+from eas.measure import runtime as runtimes
+from eas.measure.device import resolve_device
+from eas.measure.energy import make_meter
+from eas.nas import loop
+from eas.nas.budget import Budget
+from eas.nas.one_shot import read_trust
+from eas.nas.proposals import SAMPLERS
+from eas.nas.rungs import Ladder
+from eas.objectives import Constraints, parse_objectives
+from eas.study import schema
+from eas.study.queue import QueuedStudy, Run, save
+from eas.study.reader import StudyReader, entry_of
+from eas.study.setup import check_resumable, join
+from eas.study.storage import check_study_name, default_url, harden_sqlite, open_storage
+from eas.training.proxy import Fidelity
+from eas.training.supernet_file import check_serves, load_supernet
+from eas.units import parse_seconds
+
+# What `eas search` offers, with its defaults; `SearchRequest.make` takes any of these by name.
+OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
+               strict=False, objectives="accuracy,macs,params,energy", max_macs=None, max_params=None,
+               max_latency=None, max_memory=None, sampler="tpe", rungs=3, eta=3, population=16, seed=0, study=None,
+               storage=None, workers=1, device="auto", meter="auto", epochs=2.0, subset=9000, max_steps=None,
+               batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True, queue=False,
+               runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None, supernet=None)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What a search was asked for, every option checked before any storage is opened."""
+
+    budget: Budget
+    objectives: tuple[str, ...]
+    constraints: Constraints
+    fidelity: Fidelity
+    trial_timeout: float
+    space: Space
+    name: str
+    url: str
+    runtime: runtimes.Runtime
+    options: dict  # the options as given (data, sampler, rungs, eta, seed, device, ...), defaults filled in
+
+    @classmethod
+    def make(cls, **given) -> SearchRequest:
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise UserError(f"unknown search option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
+        o = {**OPTIONS, **given}
+        budget = Budget.parse(o["budget"], o["trials"], o["cpu_budget"])
+        if budget.cpu_seconds and (o["queue"] or o["workers"] > 1):
+            raise UserError("--cpu-budget limits this one process: it does not go with --queue or --workers")
+        if o["queue"] and o["workers"] > 1:
+            raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
+                            "--workers")
+        objectives = parse_objectives(o["objectives"])
+        constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
+        if o["sampler"] not in SAMPLERS and not str(o["sampler"]).startswith(PYTHON_SAMPLER):
+            raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(SAMPLERS)})")
+        fidelity = Fidelity(epochs=o["epochs"], subset=o["subset"], max_steps=o["max_steps"],
+                            batch_size=o["batch_size"], lr=o["lr"], precision=o["precision"])
+        timeout = parse_seconds(o["trial_timeout"], "--trial-timeout")
+        space = o["space"] if isinstance(o["space"], Space) else \
+            space_from_definition(o["space"]) if isinstance(o["space"], dict) else load_space(o["space"])
+        o = {**o, "data": with_resolution(o["data"], o["resolution"])}  # the spec the study stores
+        scheme, _, _ = parse_spec(o["data"])
+        target = o["device"] if o["device"].startswith(("http://", "https://")) else None
+        if target:  # candidates train here; their latency and inference energy are measured on the target
+            o = {**o, "device": "auto"}
+        runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"], target)
+        if o["predictor"] is not None:
+            runtime = runtimes.with_predictor(runtime, o["predictor"])
+        name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{scheme}")
+        return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
+                   runtime, o)
+
+
+PYTHON_SAMPLER = "python:"  # a sampler instance given from Python: stored by its class name
+
+
+@dataclass(frozen=True)
+class OpenedStudy:
+    """A study ready to be searched in this process."""
+
+    study: optuna.Study
+    created: bool
+    settings: schema.SearchSettings
+    space: Space  # for the data's input shape
+    task: Dataset
+    reader: StudyReader
+    storage: object  # the opened Optuna storage
+    entry: QueuedStudy | None  # its queue entry, as it was before this run (None for a joining worker)
+    run: Run | None  # the pool Run this search saved (None for a joining worker)
+
+    @property
+    def name(self) -> str:
+        return self.reader.name
+
+    @property
+    def url(self) -> str:
+        return self.reader.url
+
+
+def settings_for(request: SearchRequest, space: Space, task: Dataset, supernet: dict,
+                 ladder: Ladder) -> schema.SearchSettings:
+    o = request.options
+    return schema.SearchSettings(space_name=space.name, space=space.definition, data=o["data"],
+                                 objectives=request.objectives, constraints=request.constraints.to_dict(),
+                                 fidelity=request.fidelity.to_dict(), sampler=o["sampler"], seed=o["seed"],
+                                 device=o["device"], meter=o["meter"], warm_start=o["warm_start"],
+                                 population=o["population"], input_shape=task.input_shape,
+                                 num_classes=task.num_classes,
+                                 multi_fidelity=ladder.to_dict() if o["rungs"] > 1 and not supernet else {},
+                                 runtime=request.runtime.to_dict(), supernet=supernet)
+
+
+def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) -> OpenedStudy:
+    """Load the data, check the limits are reachable, create or resume the study (refused when its
+    stored settings differ) and save this run's budget into it."""
+    o = request.options
+    torch_device = resolve_device(o["device"])
+    task = load_dataset(o["data"], seed=o["seed"], strict=o["strict"])
+    ladder = Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"])
+    space = request.space.for_task(task.input_shape)
+    runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes, space)
+    meter, _ = make_meter(o["meter"], cuda=torch_device.type == "cuda")
+    loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
+    shared = supernet_record(o["supernet"], space, o["data"], task, o["seed"]) if o["supernet"] is not None else {}
+    settings = settings_for(request, space, task, shared, ladder)
+    check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
+    storage = open_storage(request.url, heartbeat=heartbeat)
+    found, created = loop.prepare_study(settings, request.name, storage, space, task, torch_device)
+    harden_sqlite(storage)
+    reader = StudyReader(request.url, request.name)
+    entry = entry_of(request.url, request.name)
+    budget = request.budget
+    run = Run(budget.seconds, None if budget.trials is None else entry.counted + budget.trials, priority,
+              started=None if o["queue"] else time.time())
+    save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
+    return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
+
+
+def join_study(url: str, name: str, heartbeat: int | None = 10, storage=None,
+               load_task: Callable[[str, int], Dataset] | None = None) -> OpenedStudy:
+    """An existing study opened from its stored settings alone (a worker on any machine): checked
+    read-only first, so nothing is written to a storage that holds no such study. A pool passes
+    its one `storage` for every study it serves, and `load_task(data, seed)` to share a loaded
+    dataset between studies."""
+    found, settings, reader = join(url, name, heartbeat, storage)
+    if settings.sampler.startswith(PYTHON_SAMPLER):
+        raise UserError(f"study {name!r} proposes with a sampler given from Python ({settings.sampler}); join it "
+                        "from Python with eas.search(..., sampler=<the same sampler>)")
+    task = (load_task or _load_task)(settings.data, settings.seed)
+    space = space_from_definition(settings.space, source=f"study {name}").for_task(task.input_shape)
+    return OpenedStudy(found, False, settings, space, task, reader, found._storage, None, None)
+
+
+def _load_task(data: str, seed: int) -> Dataset:
+    return load_dataset(data, seed=seed)
+
+
+def supernet_record(folder: Path, space: Space, data: str, task: Dataset, seed: int) -> dict:
+    """What a one-shot study stores of its supernet: checked (hashes, space, data, input) first."""
+    stored = load_supernet(folder)
+    check_serves(stored, space.definition, data, task.input_shape, task.num_classes, seed)
+    return {"path": str(stored.folder.resolve()), "hash": stored.hash, "trust": read_trust(stored)}

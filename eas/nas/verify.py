@@ -1,0 +1,223 @@
+"""How far to trust a front, and what it is worth: retrain its members longer, with other seeds,
+beside the hand-designed networks a user would otherwise take, trained the same way.
+
+`verify` takes the K most accurate members of a study's Pareto set, trains each from scratch
+for `factor` times the study's full-fidelity steps with other seeds and one training recipe,
+validates on the whole validation set, and reports: Kendall's tau between the accuracies the
+search stored and the verified ones, the spread over seeds, which members are still on the
+Pareto set when their verified accuracies replace the stored ones, and, with baselines
+(eas.nas.baselines), how the front compares with them at equal cost.
+
+Every trained model is stored in the study as soon as it is validated, under a key of what
+determines its result (genome, seed, steps, training settings, recipe, data), so an interrupted
+verify resumes without training a finished model again. Latency and inference energy are
+measured for every model in the same process, in the study's deployment runtime, so front and
+baselines are timed alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from eas.arch.genome import Arch
+from eas.arch.reference import reference
+from eas.errors import UserError
+from eas.measure.runtime import Runtime
+from eas.nas import one_shot
+from eas.nas.baselines import compare
+from eas.nas.candidate import Candidate, counted_metrics, wilson_interval
+from eas.nas.loop import ladder_of
+from eas.pareto import kendall_tau
+from eas.reports.front import pareto_front
+from eas.study.records import TrialRecord
+from eas.study.schema import SearchSettings
+from eas.training.proxy import Fidelity
+from eas.training.recipe import Recipe
+
+COST_FIELDS = ("latency_ms", "latency_batch_ms", "inference_energy_j_per_1k", "latency_runtime", "energy_source",
+               "runtime_error")
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    top: int = 5
+    factor: float = 3.0
+    seeds: int = 1
+    baselines: tuple[str, ...] = ()  # reference names, e.g. mobilenet_v3_small@0.5
+    recipe: Recipe = Recipe()
+    device: str = "auto"
+    epochs: float | None = None  # instead of `factor`: epochs of the (subset of the) training images
+    subset: int | None = None  # training images; None: the study's full fidelity's
+    init: str = "scratch"  # or "inherited": a one-shot study's members start from their supernet weights
+
+
+@dataclass(frozen=True)
+class Model:
+    """One network a verification trains: a front member (trial) or a baseline (name)."""
+
+    arch: Arch
+    fidelity: Fidelity
+    trial: int | None = None
+    name: str | None = None
+
+
+def run_key(model: Model, seed: int, steps: int, recipe: Recipe, data: str, init: str = "scratch") -> str:
+    """What determines one training's result; equal keys mean a stored run can stand in."""
+    started = {} if init == "scratch" else {"init": init}  # keys of runs stored before --init stay valid
+    text = json.dumps({"genome": model.arch.encode(), "seed": seed, "steps": steps, "data": data,
+                       "fidelity": model.fidelity.to_dict(), "recipe": recipe.to_dict(), **started}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def valid_run(run) -> bool:
+    """A stored run with the fields a verification reads (a shared study is input too)."""
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    return (isinstance(run, dict) and number(run.get("accuracy")) and 0 <= run["accuracy"] <= 1
+            and isinstance(run.get("val_images"), int) and run["val_images"] > 0
+            and number(run.get("train_energy_j")) and number(run.get("train_seconds")))
+
+
+def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None,
+                 save_run: Callable[[str, dict], None] | None = None, on_result=None) -> dict:
+    settings = SearchSettings.from_dict(loaded.settings, loaded.name)
+    front = sorted(pareto_front(loaded.records, loaded.objectives), key=lambda r: -r.value("accuracy"))[:plan.top]
+    if len(front) < 1:
+        raise UserError(f"study {loaded.name!r} has no complete, feasible trial to verify yet")
+    study_fidelity = Fidelity(**settings.fidelity)
+    if plan.subset:
+        study_fidelity = replace(study_fidelity, subset=plan.subset)
+    full_steps = ladder_of(settings, task).steps[-1]
+    steps = max(1, round(full_steps * plan.factor)) if plan.epochs is None else \
+        replace(study_fidelity, epochs=plan.epochs, max_steps=None).total_steps(len(task.train_y))
+    runtime = Runtime.from_dict(settings.runtime)
+    if plan.init == "inherited" and not settings.supernet:
+        raise UserError(f"--init inherited: study {loaded.name!r} was not searched with a supernet")
+    supernet = one_shot.open_for_study(settings.supernet) if plan.init == "inherited" else None
+    stored_runs = stored_runs if stored_runs is not None else {}
+    tally = {"trained": 0, "reused": 0}
+    started = time.time()
+
+    def trained(model: Model) -> list[dict]:
+        """The model's runs, one per seed: stored ones reused, the others trained and stored."""
+        runs = []
+        for offset in range(1, plan.seeds + 1):
+            seed = settings.seed + offset
+            inherits = supernet if model.trial is not None else None  # baselines always start from scratch
+            key = run_key(model, seed, steps, plan.recipe, settings.data, plan.init if inherits else "scratch")
+            run = stored_runs.get(key)
+            if valid_run(run):
+                tally["reused"] += 1
+            else:
+                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits)
+                tally["trained"] += 1
+                if save_run:
+                    save_run(key, run)
+            runs.append(run)
+        return runs
+
+    members = [Model(Arch.decode(r.genome), replace(study_fidelity, **_training(r)), trial=r.number) for r in front]
+    baseline_models = [Model(reference(name), study_fidelity, name=name) for name in plan.baselines]
+    runs = {}
+    for model in members + baseline_models:
+        runs[model] = trained(model)
+        if on_result:
+            on_result(model, verified_stats(runs[model]))
+    # Timed together after all training, so that front and baselines meet the same machine.
+    costs = {model: _costs(model, task, runtime, plan.device, settings.meter, runs[model]) for model in runs}
+    rows = [verified_row(record, runs[model]) | {"costs": costs[model]}
+            for record, model in zip(front, members, strict=True)]
+    baselines = [{"name": m.name, "family": m.name.partition("@")[0], "genome": m.arch.encode(),
+                  **verified_stats(runs[m]), "costs": costs[m]} for m in baseline_models]
+    held = _held(front, rows, loaded.objectives)
+    for row in rows:
+        row["held_place"] = row["trial"] in held
+    tau = kendall_tau([r["search_accuracy"] for r in rows], [r["verified_accuracy"] for r in rows]) \
+        if len(rows) >= 3 else math.nan
+    result = {"at": started, "steps": steps, "factor": steps / full_steps, "seeds": plan.seeds, "members": rows,
+              "train_images": min(len(task.train_y), study_fidelity.subset or len(task.train_y)),
+              "kendall_tau": None if not math.isfinite(tau) else float(tau),
+              "held": sum(r["held_place"] for r in rows), "of": len(rows), "recipe": plan.recipe.to_dict(),
+              "init": plan.init,
+              **tally}
+    if baselines:
+        result["baselines"] = baselines
+        result["comparison"] = compare(rows, baselines, loaded.objectives,
+                                       _reference_at(loaded.reference, steps / full_steps))
+    result["seconds"] = time.time() - started
+    return result
+
+
+def _train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
+                supernet=None) -> dict:
+    candidate = Candidate(model.arch, task, model.fidelity, plan.device, seed, meter)
+    if supernet is not None:  # fine-tuned from the weights the search scored it with
+        one_shot.inherit(candidate, supernet)
+    result = candidate.train_segment(steps_at_batch(steps, study_batch, model.fidelity.batch_size),
+                                     recalibration_images=1024, recipe=plan.recipe)
+    validation = candidate.validate()  # a diverged model is kept at what it scores: fragility is a finding
+    return {"accuracy": validation["accuracy"], "val_images": validation["val_images"], "seed": seed,
+            "steps": result.steps, "train_seconds": candidate.trained.seconds,
+            "train_energy_j": candidate.trained.energy_j, "diverged": result.diverged,
+            "model": model.name or f"trial {model.trial}"}
+
+
+def _costs(model: Model, task, runtime: Runtime, device: str, meter: str, runs: list[dict]) -> dict:
+    """Counted costs, latency and inference energy measured now in the study's runtime, and the
+    mean training energy of the runs."""
+    timed = Candidate(model.arch, task, model.fidelity, device, 0, meter, runtime)
+    timed.measure_latency()
+    costs = counted_metrics(model.arch, task) | {k: timed.metrics.get(k) for k in COST_FIELDS}
+    return costs | {"train_energy_j": statistics.fmean(r["train_energy_j"] for r in runs)}
+
+
+def _reference_at(reference_point: dict, scale: float) -> dict:
+    """The study's reference point, its training energy scaled to the verification's steps."""
+    return {k: v * scale if k == "train_energy" else v for k, v in reference_point.items()}
+
+
+def steps_at_batch(steps: int, study_batch: int, batch: int) -> int:
+    """The search counts steps at the study's batch size (every candidate sees as many images);
+    a candidate that trains with another batch size takes proportionally more or fewer."""
+    return max(1, round(steps * study_batch / batch))
+
+
+def verified_stats(runs: list[dict]) -> dict:
+    """The mean accuracy over the seeds with the 95% interval of all their validation images
+    pooled (not the first seed's), and the spread between seeds."""
+    accuracies = [run["accuracy"] for run in runs]
+    images = sum(run["val_images"] for run in runs)
+    correct = sum(round(run["accuracy"] * run["val_images"]) for run in runs)
+    return {"verified_accuracy": statistics.fmean(accuracies),
+            "verified_interval": list(wilson_interval(correct, images)),
+            "seed_spread": (max(accuracies) - min(accuracies)) if len(runs) > 1 else None, "seeds": len(runs)}
+
+
+def verified_row(record: TrialRecord, runs: list[dict]) -> dict:
+    """One member's verification, beside what the search stored for it."""
+    return {"trial": record.number, "genome": record.genome, "search_accuracy": record.value("accuracy"),
+            "search_interval": [record.metrics.get("accuracy_low"), record.metrics.get("accuracy_high")],
+            **verified_stats(runs), "costs": {k: record.metrics.get(k) for k in ("macs", "params")}}
+
+
+def _training(record: TrialRecord) -> dict:
+    fidelity = record.metrics.get("fidelity") or {}
+    return {k: fidelity[k] for k in ("lr", "weight_decay", "batch_size") if k in fidelity}
+
+
+def _held(front: list[TrialRecord], rows: list[dict], objectives) -> set[int]:
+    """Members still on the (tied) Pareto set of the verified members, with verified accuracies."""
+    verified = []
+    for record, row in zip(front, rows, strict=True):
+        low, high = row["verified_interval"]
+        metrics = {**record.metrics, "accuracy": row["verified_accuracy"], "accuracy_low": low,
+                   "accuracy_high": high}
+        verified.append(replace(record, metrics=metrics))
+    return {r.number for r in pareto_front(verified, objectives)}

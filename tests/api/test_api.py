@@ -1,0 +1,161 @@
+"""EAS as a library: `eas.search()` and friends from Python, with a cheap evaluator injected so
+that the search itself (proposals, limits, storage, resume, front) runs in seconds."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import optuna
+import pytest
+
+import eas
+from eas.errors import UserError
+from eas.nas import session
+from eas.reports.front import front_document
+from eas.study.reader import load_study
+
+FAST = dict(space="tiny", data="digits", objectives=["accuracy", "macs", "params"], warm_start=False)
+
+
+def by_width(arch) -> float:
+    """A made-up accuracy that grows with the network's width: cheap, deterministic."""
+    return min(0.99, 0.5 + arch.stem.width / 64 + len(arch.stages) / 20)
+
+
+@pytest.fixture
+def studies(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAS_STUDIES_DIR", str(tmp_path / "studies"))
+    return tmp_path / "studies"
+
+
+def test_a_search_from_python_returns_its_front_knee_and_study(studies):
+    result = eas.search(**FAST, trials=6, study="py", evaluator=by_width, constraints={"max_macs": "400k"})
+    assert result.study == "py" and result.stopped == "trials" and len(result.records) == 6
+    assert result.storage == f"sqlite:///{(studies / 'py.db').resolve()}" or result.storage.endswith("py.db")
+    assert all(r.metrics["macs"] <= 400_000 for r in result.records)  # the counted limit held
+    stored = load_study(result.storage, "py")
+    document = front_document(stored.records, stored.objectives, stored.reference)
+    assert [t.number for t in result.front] == [row["trial"] for row in document["pareto"]]
+    assert result.knee.number == document["knee"] and result.hypervolume == pytest.approx(document["hypervolume"])
+    again = eas.search(**FAST, trials=2, study="py", evaluator=by_width, constraints={"max_macs": "400k"})
+    assert len(again.records) == 8 and again.trials_this_run == 2  # the same name and settings resume it
+    assert eas.open_study("py").knee.number == again.knee.number
+
+
+def test_own_arrays_are_written_once_and_read_by_the_study(studies):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (200, 10, 10), dtype=np.uint8)
+    y = rng.integers(0, 3, 200)
+    first = eas.search(**{**FAST, "data": (x, y)}, trials=2, study="own", evaluator=by_width)
+    files = list((studies / "data").glob("arrays-*.npz"))
+    assert len(files) == 1
+    with np.load(files[0]) as stored:
+        assert np.array_equal(stored["x"], x) and np.array_equal(stored["y"], y)
+    eas.search(**{**FAST, "data": (x, y)}, trials=1, study="own", evaluator=by_width)
+    assert list((studies / "data").glob("arrays-*.npz")) == files
+    assert first.records[0].metrics["fidelity"]  # a normal result
+    assert load_study(first.storage, "own").settings["data"] == f"npz:{files[0]}"
+
+
+def test_any_optuna_sampler_proposes_and_a_worker_cannot_join_without_it(studies):
+    result = eas.search(**FAST, trials=4, study="s", evaluator=by_width, sampler=optuna.samplers.RandomSampler(seed=1))
+    assert load_study(result.storage, "s").settings["sampler"] == "python:RandomSampler"
+    with pytest.raises(UserError, match="sampler given from Python"):
+        session.join_study(result.storage, "s")
+
+
+def test_an_evaluator_that_fails_makes_a_failed_trial_with_the_reason_and_the_search_goes_on(studies):
+    answers = iter([0.7, math.nan, "high", RuntimeError("no GPU here"), {"accuracy": 2.0}, 0.8, 0.6, 0.75])
+
+    def flaky(arch):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    result = eas.search(**FAST, trials=8, study="f", evaluator=flaky)
+    states = [r.state for r in result.records]
+    assert states.count("failed") == 4 and states.count("complete") == 4
+    reasons = " | ".join(r.reason or "" for r in result.records if r.state == "failed")
+    for fragment in ("nan", "'high'", "no GPU here", "2.0"):
+        assert fragment in reasons
+
+
+def test_a_space_given_as_a_dict(studies):
+    definition = {"name": "two-stage", "stem": {"width": [8, 16], "kernel": 3, "stride": 1, "act": "relu"},
+                  "stages": [{"kind": "ds", "depth": [1, 2], "width": [16, 24], "kernel": 3, "stride": 1,
+                              "act": "relu"}],
+                  "head": {"width": 0, "hidden": 0, "act": "relu", "dropout": 0.0}}
+    result = eas.search(**{**FAST, "space": definition}, trials=3, study="d", evaluator=by_width)
+    assert all(r.genome.count("-ds_") == 1 for r in result.records)
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda: eas.search(**FAST, trials=1, bogus=3), "unknown search option 'bogus'"),
+    (lambda: eas.search(**FAST, trials=1, constraints={"max_flops": "1M"}), "unknown constraint 'max_flops'"),
+    (lambda: eas.search(**{**FAST, "data": 7}, trials=1), "data must be a dataset name"),
+    (lambda: eas.search(**FAST, trials=1, sampler=object()), "Optuna sampler instance"),
+    (lambda: eas.search(**FAST), "give a --budget"),
+    (lambda: eas.search(**{**FAST, "objectives": ["accuracy", "speed"]}, trials=1), "unknown objective speed"),
+])
+def test_bad_input_through_the_api_is_the_clis_one_line_error(studies, call, fragment):
+    with pytest.raises(UserError, match=fragment) as refused:
+        call()
+    assert "\n" not in str(refused.value)
+    assert not list(studies.glob("*.db")) if studies.exists() else True
+
+
+def test_importing_eas_changes_nothing_process_wide():
+    code = ("import logging, os, signal, sys\n"
+            "before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), "
+            "logging.getLogger().handlers[:], sys.unraisablehook)\n"
+            "import eas\n"
+            "from eas import api, application\n"
+            "after = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), "
+            "logging.getLogger().handlers[:], sys.unraisablehook)\n"
+            "print(before == after, os.environ.get('OMP_WAIT_POLICY'), logging.getLogger('eas').handlers)\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["True", "None", "[]"], done.stderr
+
+
+def test_a_search_from_python_installs_no_signal_handler(studies):
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    eas.search(**FAST, trials=1, study="sig", evaluator=by_width)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_an_objective_of_your_own_is_measured_ranked_and_its_reference_derived(studies):
+    from eas.objectives import OBJECTIVES
+
+    objective = eas.register_objective("depth", lambda arch, shape, classes: sum(s.repeats for s in arch.stages),
+                                       unit="blocks")
+    try:
+        result = eas.search(**{**FAST, "objectives": ["accuracy", "depth"]}, trials=6, study="own-objective",
+                            evaluator=by_width)
+        assert all(r.metrics["depth"] == sum(s.repeats for s in eas.Arch.decode(r.genome).stages)
+                   for r in result.records)
+        largest = max(sum(s.repeats for s in eas.Arch.decode(g).stages) for g in [r.genome for r in result.records])
+        assert result.reference["depth"] >= 1.1 * largest - 1e-9  # 1.1 x the space's largest, derived
+        assert 0 < result.hypervolume <= 1 and result.front
+        def deep_only(arch, shape, classes):  # junk for all but the deepest networks
+            depth = sum(s.repeats for s in arch.stages)
+            return 1.0 if depth >= 5 else (float("nan") if depth % 2 else "deep")
+
+        OBJECTIVES["junk"] = type(objective)("junk", "junk", "minimize", "", "", deep_only)
+        mixed = eas.search(**{**FAST, "objectives": ["accuracy", "junk"]}, trials=6, study="junk-objective",
+                           evaluator=by_width)
+        failed = [r for r in mixed.records if r.state == "failed"]
+        assert failed and all("objective junk measured" in r.reason for r in failed)
+        assert len(mixed.records) == 6  # the search went on
+        OBJECTIVES["junk"] = type(objective)("junk", "junk", "minimize", "", "", lambda *a: float("nan"))
+        with pytest.raises(UserError, match="objective junk failed on the space's largest architecture"):
+            eas.search(**{**FAST, "objectives": ["accuracy", "junk"]}, trials=2, study="junk2", evaluator=by_width)
+    finally:
+        OBJECTIVES.pop("depth", None)
+        OBJECTIVES.pop("junk", None)
+    with pytest.raises(UserError, match="new name"):
+        eas.register_objective("macs", lambda *a: 1.0)
