@@ -47,6 +47,7 @@ GENOME = "stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-head_c0_f0_relu_d0"
     ([*SEARCH, "--budget", "1m", "--runtime-threads", "0"], "--runtime-threads"),
     ([*SEARCH, "--budget", "1m", "--runtime-batch", "1"], "--runtime-batch"),
 ])
+@pytest.mark.slow
 def test_cli_bad_values(tmp_path, args, fragment):
     assert_user_error(run_eas(*args, cwd=tmp_path, env={"EAS_STUDIES_DIR": str(tmp_path / "studies")}), fragment)
     assert not (tmp_path / "studies").exists()
@@ -70,6 +71,7 @@ def npz(tmp_path, name, x, y):
     ("inf-pixels", np.r_[np.zeros((39, 8, 8)), np.full((1, 8, 8), np.inf)], np.arange(40) % 3, "finite"),
     ("huge-pixels", np.full((40, 8, 8), 1e30), np.arange(40) % 3, "finite"),
 ])
+@pytest.mark.slow
 def test_npz_that_cannot_be_a_dataset(tmp_path, name, x, y, fragment):
     spec = npz(tmp_path, name, x, y)
     with pytest.raises(UserError, match=fragment):
@@ -97,6 +99,7 @@ def test_an_image_decompression_bomb_is_never_decoded(tmp_path, caplog):
     assert "skipped 1 files" in caplog.text
 
 
+@pytest.mark.slow
 def test_arch_json_with_a_bad_class_count(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()
@@ -172,6 +175,7 @@ def test_compress_force_replaces_only_an_earlier_output_of_the_same_source(knee_
     assert _tree(other) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("out", ["", "."])
 def test_export_out_must_name_a_folder_to_write(small_study, out):
     root, env = small_study
@@ -211,6 +215,7 @@ def test_scratch_folders_of_a_killed_export_are_cleaned_up(tmp_path, monkeypatch
     assert json.loads((tmp_path / "knee" / "arch.json").read_text())["genome"] == "previous"
 
 
+@pytest.mark.slow
 def test_junk_numbers_in_a_shared_study_make_broken_trials(tmp_path):
     """Plausible-looking junk that anyone with write access can plant: 150% accuracy, -500,
     1e308, negative MACs, an accuracy outside its own interval, a start time that is no date.
@@ -252,6 +257,7 @@ def test_junk_numbers_in_a_shared_study_make_broken_trials(tmp_path):
 
 @pytest.mark.parametrize("field, value", [("objectives", 7), ("objectives", ["accuracy", "bogus"]),
                                           ("space", "mobile"), ("constraints", {"max_macs": "lots"})])
+@pytest.mark.slow
 def test_a_study_with_malformed_settings_is_listed_as_such_and_refused(tmp_path, field, value):
     from eas.study import schema
     from tests.study_factory import make_study
@@ -356,6 +362,7 @@ def test_compress_of_garbled_or_pickled_weights_is_one_line(trained_copy, tmp_pa
                       "does not hold this architecture's weights")
 
 
+@pytest.mark.slow
 def test_compress_of_the_current_folder_names_its_output_beside_it(knee_export, tmp_path):
     folder = tmp_path / "knee"
     shutil.copytree(knee_export, folder)
@@ -425,6 +432,7 @@ def immutable():
         subprocess.run(["chattr", "-i", str(path)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_a_read_only_study_file_is_refused_in_one_line(small_study, tmp_path, immutable):
     root, _ = small_study
     (tmp_path / "studies").mkdir()
@@ -447,6 +455,7 @@ def test_a_read_only_export_folder_is_refused_in_one_line(knee_export, tmp_path,
                       "cannot write", "read-only")
 
 
+@pytest.mark.slow
 def test_an_attribute_that_is_not_json_is_a_broken_trial_and_a_clear_refusal_to_join(tmp_path):
     """Optuna itself cannot load a study with such an attribute: `eas show` marks the trial
     broken; `eas worker` and a resumed `eas search` refuse in one line instead of a traceback."""
@@ -475,6 +484,7 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_garbled_date_is_a_broken_trial_for_show_and_a_clear_refusal_to_join(tmp_path):
     import sqlite3
 

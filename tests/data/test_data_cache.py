@@ -139,7 +139,8 @@ def test_chunks_are_checked_once_and_only_where_read(tmp_path):
 
 
 @pytest.mark.parametrize("field, value", [("scale", float("nan")), ("scale", -1.0), ("shape", [1, 2]),
-                                          ("test_start", 10**9), ("chunk_sha256", []), ("classes", "ab"), ("classes", [1, 2])])
+                                          ("test_start", 10**9), ("chunk_sha256", []), ("classes", "ab"),
+                                          ("classes", [1, 2])])
 def test_a_header_out_of_range_is_rebuilt(data_dir, tmp_path, field, value, caplog):
     folder = make_folder(tmp_path / "photos")
     expected = load_dataset(f"imagefolder:{folder}", resolution=12).train_x[:]
@@ -221,7 +222,7 @@ def test_two_processes_building_one_cache_build_it_once(data_dir, tmp_path):
         folder, imagefolder.list_images(folder)[1], None))
     cache_module.cache_root().mkdir(parents=True)
     lock_file = cache_module.cache_root() / f"{key}.lock"
-    code = ("import sys; from eas.data.datasets import load_dataset; "
+    code = ("import sys, eas; eas.prepare_process(); from eas.data.datasets import load_dataset; "
             f"t = load_dataset('imagefolder:{folder}'); print(float(t.train_x[:].sum()), len(t.train_y))")
     with open(lock_file, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # both must queue behind this lock: neither can see a cache yet

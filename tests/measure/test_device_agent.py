@@ -24,6 +24,8 @@ from eas_device.agent import Agent, Refusal
 from eas_device.measure import Limits
 from tests.conftest import ROOT, assert_user_error, free_port, run_eas
 
+pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
+
 TOKEN = "test-token-0123456789"
 SMALL = "stem_c8_k3_s2_relu-ds_r1_k3_s1_c16_relu-head_c0_f0_relu_d0"
 

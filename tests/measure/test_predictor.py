@@ -110,6 +110,7 @@ def test_the_search_refuses_by_prediction_and_measures_at_the_top_rung(tmp_path)
     assert "this study: " in shown.stdout and f"of {len(top)} top-rung measurements" in shown.stdout
 
 
+@pytest.mark.slow
 def test_a_predictor_for_another_runtime_or_data_is_refused_in_one_line(tmp_path):
     path, _ = _tiny_predictor(tmp_path, threads=2)
     env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
@@ -171,6 +172,7 @@ def test_a_boosted_predictor_with_a_feature_out_of_range_or_a_loop_is_refused(mo
         load_predictor(tmp_path / "deep.json")
 
 
+@pytest.mark.slow
 def test_a_predictor_for_another_space_or_predicting_nonsense_is_refused_by_the_search(tmp_path):
     path, predictor = _tiny_predictor(tmp_path)
     env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}

@@ -16,7 +16,7 @@ import pytest
 from eas.errors import UserError
 from eas.nas.budget import Budget
 from eas.units import parse_seconds
-from tests.conftest import ROOT, assert_user_error, run_eas
+from tests.conftest import assert_user_error, run_eas
 
 FAST = ["--space", "tiny", "--data", "digits", "--epochs", "2", "--quiet", "--rungs", "1"]
 
@@ -236,6 +236,7 @@ def existing_studies(tmp_path_factory):
     (["--budget", "1m", "--max-macs", "10"], "can meet the constraints"),
     (["--budget", "1m", "--study", "keep", "--space", "hybrid"], "different space"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2_and_leaves_studies_untouched(existing_studies, args, fragment):
     root = existing_studies
     before = snapshot(root / "studies")
@@ -252,6 +253,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_studies_untouched(existing_stud
     (["worker", "--study", "missing", "--budget", "1m"], "no study storage"),
     (["worker", "--study", "keep", "--budget", "1x"], "--budget"),
 ])
+@pytest.mark.slow
 def test_other_commands_bad_input(existing_studies, args, fragment):
     before = snapshot(existing_studies / "studies")
     assert_user_error(run_eas(*args, env=env_for(existing_studies), cwd=existing_studies), fragment)
@@ -269,10 +271,6 @@ def test_corrupt_file_is_not_touched_by_preflight(tmp_path):
     assert path.read_bytes() == b"garbage" * 50
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(path).execute("select 1 from sqlite_master").fetchall()
-
-
-def test_root_is_importable():
-    assert (ROOT / "eas" / "search" / "loop.py").exists()
 
 
 @pytest.mark.slow

@@ -124,6 +124,7 @@ def test_a_giant_stored_input_shape_is_a_clear_error(stored):
         load_study(url, "s")
 
 
+@pytest.mark.slow
 def test_cli_readers_on_a_hostile_study(tmp_path):
     url = f"sqlite:///{tmp_path / 'studies' / 'h.db'}"
     (tmp_path / "studies").mkdir()
@@ -155,6 +156,7 @@ FOREIGN_SCHEMAS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(FOREIGN_SCHEMAS))
 @pytest.mark.parametrize("queue", [False, True])
 def test_storage_of_another_application_is_never_written(tmp_path, kind, queue):
@@ -175,6 +177,7 @@ def test_storage_of_another_application_is_never_written(tmp_path, kind, queue):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["show", "x"], ["studies"], ["export", "x", "--pick", "knee", "--out", "o"]])
 def test_read_only_commands_with_the_server_down_say_so_in_one_line(tmp_path, command):
     result = run_eas(*command, "--storage", "postgresql://postgres:secret@127.0.0.1:1/x", cwd=tmp_path)
@@ -185,6 +188,7 @@ def test_read_only_commands_with_the_server_down_say_so_in_one_line(tmp_path, co
 @pytest.mark.parametrize("url", ["postgresql://me:hunter2@host:notaport/db", "postgresql://me:hun/ter2@127.0.0.1:1/db",
                                  "postgresql://me:hun@ter2@127.0.0.1:1/db", "postgresql://me:h:u/n@t@er2@host:x/db",
                                  "postgresql://me@127.0.0.1:1/db?password=hunter2"])
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["show", "x"], ["search", "--space", "tiny", "--data", "digits", "--trials", "1"]])
 def test_a_malformed_url_never_echoes_its_password(tmp_path, url, command):
     """Whatever the URL's shape ('/', ':' or an unencoded '@' in the password): masked."""

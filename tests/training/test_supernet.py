@@ -15,6 +15,8 @@ from eas.arch.elastic import Supernet, sort_channels
 from eas.arch.space import load_space
 from tests.conftest import EAS, ROOT, assert_user_error, run_eas
 
+pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
+
 
 def _random_archs(supernet, count, seed=0):
     rng = random.Random(seed)

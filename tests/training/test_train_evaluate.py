@@ -49,6 +49,7 @@ def test_a_busy_machine_note_keeps_the_reason_for_the_estimate(digits, monkeypat
     assert "RAPL" in metrics.energy_note and "oversubscribed" in metrics.energy_note
 
 
+@pytest.mark.slow
 def test_energy_grows_with_work(digits, monkeypatch, tmp_path):
     monkeypatch.setenv("EAS_POWERCAP_ROOT", str(tmp_path))
     # The first training in a process also sets up its kernels (seconds of CPU on a busy machine):
@@ -109,6 +110,7 @@ def test_fashion_mnist_mid_size_candidate_beats_75_percent_quickly():
     assert metrics.evaluate_seconds < 90
 
 
+@pytest.mark.slow
 def test_evaluate_cli_json(eas_cli):
     result = eas_cli("evaluate", SMALL, "--data", "digits", "--epochs", "5", "--json")
     data = json.loads(result.stdout)
