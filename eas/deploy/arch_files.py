@@ -78,7 +78,8 @@ def preprocess(pixels) -> torch.Tensor:
         raise ValueError("arch.json holds no preprocessing yet: it is recorded by `eas train`")
     mean = torch.tensor(spec["mean"], dtype=torch.float32).view(1, -1, 1, 1)
     std = torch.tensor(spec["std"], dtype=torch.float32).view(1, -1, 1, 1)
-    return (torch.as_tensor(pixels).float() * spec["pixel_scale"] - mean) / std
+    x = pixels if isinstance(pixels, torch.Tensor) else torch.tensor(pixels)  # a copy: numpy arrays may be read-only
+    return (x.float() * spec["pixel_scale"] - mean) / std
 
 
 if __name__ == "__main__":
