@@ -77,7 +77,7 @@ class SearchResult:
                 **front_views.front_document(list(self.records), self.objectives, self.reference)}
 
 
-def _data_spec(data, study: str | None) -> str:
+def _data_spec(data) -> str:
     """A dataset spec for the study to store. Arrays given from Python, (x, y), are written once
     into the studies folder, named by their content, so a resumed search and its workers read
     the same images."""
@@ -162,7 +162,7 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
         options.setdefault("rungs", 1)  # each candidate is evaluated once: there is nothing to train in rungs
     sampler_name, instance = _sampler(sampler)
     request = session.SearchRequest.make(
-        space=space, data=_data_spec(data, study), budget=budget, trials=trials, cpu_budget=cpu_budget,
+        space=space, data=_data_spec(data), budget=budget, trials=trials, cpu_budget=cpu_budget,
         objectives=list(objectives), study=study, storage=storage, sampler=sampler_name, seed=seed,
         **_limits(constraints), **options)
     opened = session.open_search(request)
@@ -197,7 +197,7 @@ def evaluate(genome: str, data: str | tuple = "digits", *, epochs: float = 1.0, 
         energy, the time split).
     """
     passive_threads()
-    task = datasets.load_dataset(_data_spec(data, None), seed=seed)
+    task = datasets.load_dataset(_data_spec(data), seed=seed)
     limits = Constraints.parse(**{k.removeprefix("max_"): v for k, v in _limits(constraints).items()})
     fidelity = fidelities.Fidelity(epochs=epochs, subset=subset)
     metrics = candidates.evaluate(references.arch_from_text(genome), task, fidelity, device=device, seed=seed,
@@ -237,7 +237,7 @@ def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: in
     passive_threads()
     folder = Path(folder)
     document = full_training.read_arch(folder)
-    task = datasets.load_dataset(_data_spec(data, None), seed=seed)
+    task = datasets.load_dataset(_data_spec(data), seed=seed)
     settings = {**(document.get("training") or {}), **plan}
     full_training.train_exported(folder, task, full_training.TrainPlan(epochs=epochs, seed=seed, **settings), device,
                                  show_progress=True)

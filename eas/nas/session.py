@@ -167,13 +167,13 @@ def join_study(url: str, name: str, heartbeat: int | None = 10, storage=None,
     read-only first, so nothing is written to a storage that holds no such study. A pool passes
     its one `storage` for every study it serves, and `load_task(data, seed)` to share a loaded
     dataset between studies."""
-    found, settings, reader = join(url, name, heartbeat, storage)
+    found, settings, reader, storage = join(url, name, heartbeat, storage)
     if settings.sampler.startswith(PYTHON_SAMPLER):
         raise UserError(f"study {name!r} proposes with a sampler given from Python ({settings.sampler}); join it "
                         "from Python with eas.search(..., sampler=<the same sampler>)")
     task = (load_task or _load_task)(settings.data, settings.seed)
     space = space_from_definition(settings.space, source=f"study {name}").for_task(task.input_shape)
-    return OpenedStudy(found, False, settings, space, task, reader, found._storage, None, None)
+    return OpenedStudy(found, False, settings, space, task, reader, storage, None, None)
 
 
 def _load_task(data: str, seed: int) -> Dataset:

@@ -78,12 +78,12 @@ def _remove_half_made(storage, name: str) -> None:
 
 
 def join(url: str, name: str, heartbeat: int | None, storage=None):
-    """(study, settings, reader) of an existing EAS study, for a worker. Checked read-only first, so
-    nothing is written to a storage that holds no such study. `storage`: one already opened."""
+    """(study, settings, reader, storage) of an existing EAS study, for a worker. Checked read-only
+    first, so nothing is written to a storage that holds no such study. `storage`: one already opened."""
     reader = StudyReader(url, name)
     settings = schema.SearchSettings.from_dict(reader.settings, name)
     reader.check_optuna_can_load()
     if storage is None:
         storage = open_storage(url, heartbeat=heartbeat)
         harden_sqlite(storage)
-    return optuna.load_study(study_name=name, storage=storage), settings, reader
+    return optuna.load_study(study_name=name, storage=storage), settings, reader, storage
