@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from dataclasses import asdict, dataclass, replace
 
@@ -185,6 +186,19 @@ class Arch:
     def canonical_hash(self) -> str:
         """Equal for genomes that build the same network, whatever token order or unused field."""
         return hashlib.sha256(self.canonical().encode().encode()).hexdigest()[:16]
+
+    def adapted_to(self, resolution: int, min_feature_size: int = 3) -> Arch:
+        """The one written rule for small inputs (the search spaces' and the baselines' alike):
+        the earliest stride-2 steps become stride 1 until the last feature map is at least
+        `min_feature_size` pixels, as the common small-input versions of MobileNets set the stem
+        and first strides to 1. An input large enough keeps every stride."""
+        allowed = max(0, math.floor(math.log2(resolution / min_feature_size)))
+        strides = [self.stem.stride] + [s.stride for s in self.stages]
+        excess = sum(s == 2 for s in strides) - allowed
+        for i, stride in enumerate(strides):
+            if excess > 0 and stride == 2:
+                strides[i], excess = 1, excess - 1
+        return self.with_strides(strides)
 
     def with_strides(self, strides: list[int]) -> Arch:
         """The same arch with the stem's and each stage's stride replaced, in order."""

@@ -12,7 +12,6 @@ earliest ones first, as CIFAR-sized variants of ImageNet networks do.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from itertools import product
 from pathlib import Path
@@ -123,13 +122,7 @@ class Space:
         """Drop the earliest stride-2 steps that the task's resolution cannot afford."""
         if self.resolution is None:
             return arch
-        allowed = max(0, math.floor(math.log2(self.resolution / self.min_feature_size)))
-        strides = [arch.stem.stride] + [s.stride for s in arch.stages]
-        excess = sum(s == 2 for s in strides) - allowed
-        for i, stride in enumerate(strides):
-            if excess > 0 and stride == 2:
-                strides[i], excess = 1, excess - 1
-        return arch.with_strides(strides)
+        return arch.adapted_to(self.resolution, self.min_feature_size)
 
     def params_of(self, arch: Arch) -> dict[str, Any] | None:
         """The params that make this space produce `arch` (after adaptation), or None; training

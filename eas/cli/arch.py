@@ -46,6 +46,9 @@ def show_command(
     input_shape: InputOption = "3x224x224",
     classes: ClassesOption = 1000,
     batch: Annotated[int, typer.Option("--batch", help="Batch size for memory figures.", min=1, max=65536)] = 1,
+    adapted: Annotated[bool, typer.Option("--adapted", help="Apply the small-input rule the search spaces use: "
+                                          "the earliest stride-2 steps become stride 1 until the last feature "
+                                          "map is at least 3 pixels.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Profile an architecture: params, MACs, FLOPs, memory and the per-layer table."""
@@ -54,6 +57,8 @@ def show_command(
 
     arch = arch_from_text(genome)
     shape = parse_shape(input_shape)
+    if adapted:
+        arch = arch.adapted_to(min(shape[1:]))
     check_classes(classes, "--classes")
     from eas.arch.builder import build
     from eas.arch.profile import profile

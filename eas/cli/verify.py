@@ -61,7 +61,7 @@ def verify_command(
 
     from eas.arch.space import space_from_definition
     from eas.data.datasets import load_dataset
-    from eas.nas.baselines import check_baselines_fit, parse_baselines
+    from eas.nas.baselines import check_baselines_fit, parse_baselines, with_adapted
     from eas.nas.verify import VerifyPlan, verify_front
     from eas.reports.summary import verification_lines
     from eas.study import schema
@@ -79,6 +79,7 @@ def verify_command(
     if threads:
         torch.set_num_threads(threads)
     task = load_dataset(loaded.settings["data"], seed=int(loaded.settings.get("seed", 0)))
+    names = with_adapted(names, task.input_shape)  # as published and as adapted to this input, both labelled
     check_baselines_fit(names, task.input_shape, task.num_classes, loaded.settings["data"])
     stored = optuna.load_study(study_name=study, storage=open_storage(url))
     runs = {k.removeprefix(schema.VERIFY_RUN): v for k, v in stored.user_attrs.items()

@@ -1,7 +1,10 @@
 """The retrained front against the hand-designed networks a user would otherwise take.
 
 `eas verify --baselines mobilenet_v3_small@0.5,0.75,1.0` trains a family of reference networks at
-width multipliers with the front's recipe, data and seeds; `compare` says what that shows:
+width multipliers with the front's recipe, data and seeds, each both as published and adapted to
+the data's input by the one rule the search spaces use (`Arch.adapted_to`: the earliest stride-2
+steps become stride 1 until the last map is at least 3 pixels; `NAME:adapted`, its own family),
+where the two differ; `compare` says what that shows, every gain against the stronger of the two:
 
 - for each front member, the most accurate baseline that costs no more (in MACs, and in
   deployed latency), and the accuracy difference with its 95% interval (Newcombe's method for a
@@ -21,6 +24,7 @@ import math
 import statistics
 
 from eas.arch.bounds import check_buildable
+from eas.arch.genome import Arch
 from eas.arch.reference import REFERENCES, reference
 from eas.errors import UserError
 from eas.pareto import hypervolume_of_points, minimised_values
@@ -56,11 +60,36 @@ def parse_baselines(specs: list[str], space) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+ADAPTED = ":adapted"
+
+
+def baseline_arch(name: str, input_shape) -> Arch:
+    """The network a baseline name stands for at this input: `family@alpha` as published,
+    `family@alpha:adapted` with the small-input rule applied."""
+    published = reference(name.removesuffix(ADAPTED))
+    return published.adapted_to(min(input_shape[1:])) if name.endswith(ADAPTED) else published
+
+
+def with_adapted(names: list[str], input_shape) -> list[str]:
+    """Each published baseline and, where the input changes it, its adapted twin."""
+    found = []
+    for name in names:
+        found.append(name)
+        if baseline_arch(name + ADAPTED, input_shape) != baseline_arch(name, input_shape):
+            found.append(name + ADAPTED)
+    return found
+
+
+def family_of(name: str) -> str:
+    """`mobilenet_v2@0.5` -> mobilenet_v2; `mobilenet_v2@0.5:adapted` -> "mobilenet_v2 adapted"."""
+    return name.partition("@")[0] + (" adapted" if name.endswith(ADAPTED) else "")
+
+
 def check_baselines_fit(names: list[str], input_shape, num_classes: int, data: str) -> None:
     """Refuse, before anything trains, a baseline the study's data cannot be fed to."""
     for name in names:
         try:
-            check_buildable(reference(name), input_shape, num_classes)
+            check_buildable(baseline_arch(name, input_shape), input_shape, num_classes)
         except UserError as error:
             raise UserError(f"baseline {name} does not fit data {data} "
                             f"({'x'.join(map(str, input_shape))}, {num_classes} classes): {error}") from None

@@ -26,11 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from eas.arch.genome import Arch
-from eas.arch.reference import reference
 from eas.errors import UserError
 from eas.measure.runtime import Runtime
 from eas.nas import one_shot
-from eas.nas.baselines import compare
+from eas.nas.baselines import baseline_arch, compare, family_of
 from eas.nas.candidate import Candidate, counted_metrics, wilson_interval
 from eas.nas.loop import ladder_of
 from eas.pareto import kendall_tau
@@ -124,7 +123,8 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
         return runs
 
     members = [Model(Arch.decode(r.genome), replace(study_fidelity, **_training(r)), trial=r.number) for r in front]
-    baseline_models = [Model(reference(name), study_fidelity, name=name) for name in plan.baselines]
+    baseline_models = [Model(baseline_arch(name, task.input_shape), study_fidelity, name=name)
+                       for name in plan.baselines]
     runs = {}
     for model in members + baseline_models:
         runs[model] = trained(model)
@@ -134,7 +134,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     costs = {model: _costs(model, task, runtime, plan.device, settings.meter, runs[model]) for model in runs}
     rows = [verified_row(record, runs[model]) | {"costs": costs[model]}
             for record, model in zip(front, members, strict=True)]
-    baselines = [{"name": m.name, "family": m.name.partition("@")[0], "genome": m.arch.encode(),
+    baselines = [{"name": m.name, "family": family_of(m.name), "genome": m.arch.encode(),
                   **verified_stats(runs[m]), "costs": costs[m]} for m in baseline_models]
     held = _held(front, rows, loaded.objectives)
     for row in rows:

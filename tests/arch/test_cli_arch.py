@@ -60,3 +60,13 @@ def test_malformed_space_file_names_the_field(eas_cli, tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("stem: {width: 8, act: relu}\nstages: [{kind: ir, kernel: 4}]\nhead: {}\n")
     assert_user_error(eas_cli("arch", "sample", "--space", str(path)), "stages[0].kernel")
+
+
+def test_arch_show_adapted_applies_the_small_input_rule(eas_cli):
+    published = json.loads(eas_cli("arch", "show", "mobilenet_v3_small@0.35", "--input", "1x28x28", "--classes", "10",
+                                   "--json").stdout)
+    adapted = json.loads(eas_cli("arch", "show", "mobilenet_v3_small@0.35", "--input", "1x28x28", "--classes", "10",
+                                 "--adapted", "--json").stdout)
+    assert published["macs"] == 448_328 and adapted["macs"] > 4 * published["macs"]  # two networks, two costs
+    assert published["params"] == adapted["params"]  # strides change the maps, not the weights
+    assert published["genome"].startswith("stem_c8_k3_s2") and adapted["genome"].startswith("stem_c8_k3_s1")

@@ -52,7 +52,7 @@ def test_baseline_specs_name_families_at_multipliers_and_the_space_default():
 
 
 def test_a_baseline_the_data_cannot_feed_is_refused_before_training():
-    check_baselines_fit(["mobilenet_v2@0.35"], (1, 8, 8), 10, "digits")
+    check_baselines_fit(["mobilenet_v2@0.35", "mobilenet_v2@0.35:adapted"], (1, 8, 8), 10, "digits")
     with pytest.raises(UserError, match="baseline mobilenet_v2@4.0 does not fit data big"):
         check_baselines_fit(["mobilenet_v2@4.0"], (3, 2048, 2048), 10, "big")
 
@@ -178,16 +178,18 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     resumed = run_eas(*args, env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     found = json.loads(resumed.stdout)
-    models = len(found["members"]) + 1
+    models = len(found["members"]) + 2  # the baseline as published and adapted to the 8x8 digits
     assert found["trained"] + found["reused"] == 2 * models  # two seeds each
     assert found["reused"] >= len(before)
     after = _stored_runs(studies / "s.db")
     assert {k: after[k] for k in before} == before  # nothing finished was trained again or overwritten
     assert len(after) - len(earlier) == 2 * models
     assert found["recipe"]["augment"] == "shift"  # auto on digits: shifted, never flipped
-    baseline = found["baselines"][0]
+    baseline, adapted = found["baselines"]
     assert baseline["name"] == "mobilenet_v3_small@0.35" and baseline["seeds"] == 2
     assert baseline["costs"]["latency_ms"] > 0 and baseline["costs"]["macs"] > 0
+    assert adapted["name"] == "mobilenet_v3_small@0.35:adapted" and adapted["family"] == "mobilenet_v3_small adapted"
+    assert adapted["costs"]["macs"] > baseline["costs"]["macs"]  # fewer stride-2 steps: larger maps
     assert found["comparison"]["members"][0]["trial"] == found["members"][0]["trial"]
 
     shown = run_eas("show", "s", env=env, cwd=tmp_path)
@@ -202,9 +204,11 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
 
     loaded = load_study(f"sqlite:///{studies / 's.db'}", "s")
     rows = verified_rows(loaded.verification[-1])
-    assert [r["family"] for r in rows if r["role"] == "baseline"] == ["mobilenet_v3_small"]
+    assert [r["family"] for r in rows if r["role"] == "baseline"] == ["mobilenet_v3_small",
+                                                                      "mobilenet_v3_small adapted"]
     figure = add_verified(pareto_figure([], "macs", "accuracy"), rows, "macs", "accuracy")
-    assert [trace.name for trace in figure.data] == ["retrained front", "mobilenet_v3_small"]
+    assert [trace.name for trace in figure.data] == ["retrained front", "mobilenet_v3_small",
+                                                     "mobilenet_v3_small adapted"]
 
     # The explorer draws the family beside the retrained front, and states the comparison.
     from streamlit.testing.v1 import AppTest
@@ -222,3 +226,17 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     app.switch_page("app_pages/progress.py").run()
     no_exception(app)
     assert "hypervolume front" in app.code[0].value
+
+
+def test_each_baseline_is_trained_as_published_and_as_adapted_to_the_input_where_they_differ():
+    from eas.nas.baselines import baseline_arch, family_of, with_adapted
+
+    assert with_adapted(["mobilenet_v2@0.5"], (1, 28, 28)) == ["mobilenet_v2@0.5", "mobilenet_v2@0.5:adapted"]
+    assert with_adapted(["mobilenet_v2@0.5"], (3, 224, 224)) == ["mobilenet_v2@0.5"]  # nothing to adapt at 224 px
+    published, adapted = (baseline_arch(n, (1, 28, 28)) for n in ("mobilenet_v2@0.5", "mobilenet_v2@0.5:adapted"))
+    strides = [[adapted.stem.stride, *(s.stride for s in adapted.stages)],
+               [published.stem.stride, *(s.stride for s in published.stages)]]
+    assert sum(s == 2 for s in strides[0]) == 3 < sum(s == 2 for s in strides[1]) == 5  # 28 px -> a 3-px last map
+    assert strides[0][:3] == [1, 1, 1] and strides[1][:3] == [2, 1, 2]  # the earliest strides went
+    assert family_of("mobilenet_v2@0.5:adapted") == "mobilenet_v2 adapted" and family_of("mobilenet_v2@1.0") == \
+        "mobilenet_v2"
