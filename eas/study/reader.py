@@ -32,6 +32,8 @@ from eas.study.records import STATES, UNREADABLE, TrialRecord, make_record, stat
 from eas.study.storage import first_line, preflight, safe_url, sqlite_path, studies_dir
 
 optuna_distributions = lazy_import("optuna.distributions")
+optuna_storages = lazy_import("optuna.storages")
+optuna_study = lazy_import("optuna.study")
 sa = lazy_import("sqlalchemy")
 sqlalchemy_exc = lazy_import("sqlalchemy.exc")
 
@@ -120,23 +122,30 @@ NEEDED_TABLES = {"studies", "study_user_attributes", "trials", "trial_user_attri
 
 
 # The one door to Optuna's private tables: EAS reads them with SQL (fast, and without Optuna's
-# writes on read), so it reads only the storage layout it was checked against.
+# writes on read) at the storage layout it was checked against; a study of another layout is read
+# through Optuna's public API instead (StudyReader), and the SQL-only listings refuse it.
 OPTUNA_SCHEMA_VERSIONS = {12}
 
 
-def _check_tables(connection, url: str) -> None:
-    """A storage whose tables are not all there yet is being created (or is not Optuna's); one of
-    an Optuna storage layout EAS has not been checked against is refused, not misread."""
-    missing = NEEDED_TABLES - set(sa.inspect(connection).get_table_names())
-    if missing:
+def _check_tables(connection, url: str) -> bool:
+    """A storage whose tables are not all there yet is being created (or is not Optuna's):
+    NoSuchStudy. Otherwise whether its Optuna layout is the one EAS's SQL reads."""
+    tables = set(sa.inspect(connection).get_table_names())
+    if NEEDED_TABLES - tables:
         raise NoSuchStudy(f"storage {safe_url(url)} has no EAS studies yet (still being created, "
                           "or not an Optuna storage)")
     row = connection.execute(sa.text("SELECT schema_version, library_version FROM version_info")).first() \
-        if "version_info" in sa.inspect(connection).get_table_names() else None
-    if row is not None and row[0] not in OPTUNA_SCHEMA_VERSIONS:
+        if "version_info" in tables else None
+    return row is None or row[0] in OPTUNA_SCHEMA_VERSIONS
+
+
+def _refuse_other_layout(connection, url: str) -> None:
+    """For the listings that only SQL gives in a few queries."""
+    if not _check_tables(connection, url):
+        row = connection.execute(sa.text("SELECT schema_version, library_version FROM version_info")).first()
         raise UserError(f"storage {safe_url(url)} has Optuna's storage layout {row[0]} (written by Optuna {row[1]}); "
-                        f"this EAS reads layout {', '.join(map(str, sorted(OPTUNA_SCHEMA_VERSIONS)))}: use the "
-                        "Optuna version that wrote it")
+                        f"this EAS lists layout {', '.join(map(str, sorted(OPTUNA_SCHEMA_VERSIONS)))}: open its "
+                        "studies by name (eas show NAME), or use the Optuna version that wrote it")
 
 
 def _json(text):
@@ -241,7 +250,7 @@ def list_studies(storage: str | None = None) -> list[dict]:
     for url in storage_urls(storage):
         try:
             with reading(url) as connection:
-                _check_tables(connection, url)
+                _refuse_other_layout(connection, url)
                 found = connection.execute(sa.text(
                     "SELECT s.study_id, s.study_name, COUNT(t.trial_id), MIN(t.datetime_start) FROM studies s "
                     "LEFT JOIN trials t ON t.study_id = s.study_id GROUP BY s.study_id, s.study_name "
@@ -300,13 +309,13 @@ class StudyReader:
         self.url, self.name = url, name
         self._lock = threading.Lock()  # the explorer shares one reader between sessions
         with reading(url) as connection:
-            _check_tables(connection, url)
+            self._optuna = None if _check_tables(connection, url) else _public_api(url, name)
             row = connection.execute(sa.text("SELECT study_id FROM studies WHERE study_name = :n"), {"n": name}).first()
             if row is None:
                 known = connection.execute(sa.text("SELECT study_name FROM studies ORDER BY study_id")).scalars().all()
                 raise NoSuchStudy(f"no study {name!r} in {safe_url(url)} (studies: {', '.join(known) or 'none'})")
             self.study_id = row[0]
-            attrs = _study_attrs(connection, self.study_id)
+            attrs = _study_attrs(connection, self.study_id) if self._optuna is None else self._optuna.user_attrs
         if schema.SETTINGS not in attrs:
             raise UserError(f"study {name!r} is not an EAS study (or is still being created)")
         self.schema_version = schema.check_schema(attrs.get(schema.SCHEMA), name)
@@ -332,6 +341,8 @@ class StudyReader:
             return self._poll()
 
     def _poll(self) -> list[TrialRecord]:
+        if self._optuna is not None:
+            return self._poll_public()
         where = "t.study_id = :s AND (t.trial_id > :m OR t.trial_id IN :u)"
         bound = {"s": self.study_id, "m": self._max_id, "u": sorted(self._unfinished) or [-1]}
 
@@ -368,6 +379,20 @@ class StudyReader:
                 self._unfinished.add(trial_id)
         return changed
 
+    def _poll_public(self) -> list[TrialRecord]:
+        """The same records through Optuna's public API (a storage layout EAS's SQL was not checked
+        against): every trial read again each time, so slower, never misread."""
+        changed = []
+        for trial in self._optuna.get_trials(deepcopy=False):
+            attrs = {k: v for k, v in trial.user_attrs.items() if k in schema.TRIAL_KEYS}
+            constraints = {k.split(":", 1)[1]: v for k, v in trial.system_attrs.items() if k.startswith("constraints:")}
+            record = make_record(trial._trial_id, trial.number, trial.state.name, _timestamp(trial.datetime_start),
+                                 _timestamp(trial.datetime_complete), attrs, constraints, self.task)
+            if self.records.get(trial.number) != record:
+                self.records[trial.number] = record
+                changed.append(record)
+        return changed
+
     def check_optuna_can_load(self) -> None:
         """Refuse, in one line, a study that Optuna itself could not load: a worker or a resumed
         search would end in a traceback inside Optuna at its first trial. Anyone with access to
@@ -398,6 +423,8 @@ class StudyReader:
 
     def params(self, record: TrialRecord) -> dict:
         """The sampled parameters of one trial, in their external form."""
+        if self._optuna is not None:
+            return dict(self._optuna.get_trials(deepcopy=False)[record.number].params)
         with reading(self.url) as connection:
             rows = connection.execute(sa.text("SELECT param_name, param_value, distribution_json FROM trial_params "
                                            "WHERE trial_id = :t ORDER BY param_id"), {"t": record.trial_id}).all()
@@ -408,6 +435,13 @@ class StudyReader:
             except Exception:  # a planted row: show what is stored rather than fail
                 params[name] = value
         return params
+
+
+def _public_api(url: str, name: str):
+    """The study through Optuna's own storage classes, for reading only (its layout check off:
+    the tables are read as they are)."""
+    storage = optuna_storages.RDBStorage(url, skip_table_creation=True, skip_compatibility_check=True)
+    return optuna_study.load_study(study_name=name, storage=storage)
 
 
 def load_study(url: str, name: str) -> LoadedStudy:

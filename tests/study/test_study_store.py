@@ -241,15 +241,26 @@ def test_studies_backup_copies_each_study_file_whole_while_it_is_open(tmp_path):
     assert_user_error(run_eas("studies", "--backup", str(tmp_path / "copies"), env=env, cwd=tmp_path), "exists")
 
 
-def test_a_storage_of_another_optuna_layout_is_refused_not_misread(tmp_path):
+def test_a_storage_of_another_optuna_layout_is_read_through_optunas_public_api(tmp_path):
     import sqlite3
 
-    from eas.study.reader import StudyReader
+    from eas.study.reader import StudyReader, list_studies
     from tests.study_factory import make_study
 
     db = tmp_path / "v.db"
-    make_study(f"sqlite:///{db}", "v", trials=2)
+    url = f"sqlite:///{db}"
+    study = make_study(url, "v", trials=6)
+    study.add_trial(optuna.trial.create_trial(values=[0.5, 1.0, 1.0, 1.0], user_attrs={
+        "genome": "not a genome", "metrics": {"accuracy": 7.0}, "status": "ok"}))  # broken on both paths
+    by_sql = StudyReader(url, "v")
+    assert by_sql._optuna is None
+    expected = by_sql.loaded().records
     with sqlite3.connect(db) as connection:
         connection.execute("UPDATE version_info SET schema_version = 13, library_version = '6.0.0'")
-    with pytest.raises(UserError, match="storage layout 13 .*Optuna 6.0.0"):
-        StudyReader(f"sqlite:///{db}", "v")
+    public = StudyReader(url, "v")
+    assert public._optuna is not None
+    assert public.loaded().records == expected and expected[-1].state == "broken"
+    assert public.poll() == []  # nothing changed since: nothing new
+    assert public.params(expected[0]) == by_sql.params(expected[0])
+    (row,) = list_studies(url)
+    assert "storage layout 13 (written by Optuna 6.0.0)" in row["error"]
