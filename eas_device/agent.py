@@ -235,16 +235,13 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             super().setup()
             # The whole request must arrive within REQUEST_SECONDS: a client that trickles bytes
             # cannot hold a connection for ever. Cancelled once the request is read.
-            self._cutoff = threading.Timer(REQUEST_SECONDS, self._cut)
-            self._cutoff.daemon = True
-            self._cutoff.start()
+            self.server.deadlines.add(self.connection, REQUEST_SECONDS)
 
-        def _cut(self) -> None:
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
+        def _request_read(self) -> None:
+            self.server.deadlines.cancel(self.connection)
 
         def finish(self) -> None:
-            self._cutoff.cancel()
+            self._request_read()
             with contextlib.suppress(OSError):  # the client went away
                 super().finish()
 
@@ -269,14 +266,14 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
                     raise Refusal(401, "no or wrong token (Authorization: Bearer <token>)")
                 result = answer()
             except Refusal as refusal:
-                self._cutoff.cancel()
+                self._request_read()
                 return self._reply(refusal.status, {"error": str(refusal)})
             self._reply(200, result)
 
         def do_GET(self) -> None:
             if urlsplit(self.path).path != "/info":
                 return self._reply(404, {"error": f"no such path {printable(urlsplit(self.path).path)[:100]!r}"})
-            self._cutoff.cancel()
+            self._request_read()
             self._serve(agent.info)
 
         def do_POST(self) -> None:
@@ -306,7 +303,7 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 raise Refusal(413, f"model of {length:,} bytes is over the limit of "
                                    f"{agent.limits.max_model_bytes:,}")
             body = self.rfile.read(length)
-            self._cutoff.cancel()  # the request is whole; the measurement has its own time limit
+            self._request_read()  # the request is whole; the measurement has its own time limit
             if len(body) != length:
                 raise Refusal(400, "the body ended before its Content-Length")
             return body
@@ -320,6 +317,35 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             sys.stderr.write(f"eas-device: {self.address_string()} {printable(format % args)}\n")
 
     return Handler
+
+
+class Deadlines:
+    """One thread that cuts each connection whose request is still arriving at its deadline: a
+    timer thread per connection would double the threads a burst of slow clients costs."""
+
+    def __init__(self) -> None:
+        self._due: dict[socket.socket, float] = {}
+        self._changed = threading.Condition()
+        threading.Thread(target=self._watch, name="request-deadlines", daemon=True).start()
+
+    def add(self, connection: socket.socket, seconds: float) -> None:
+        with self._changed:
+            self._due[connection] = time.monotonic() + seconds
+            self._changed.notify()
+
+    def cancel(self, connection: socket.socket) -> None:
+        with self._changed:
+            self._due.pop(connection, None)
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                for connection in [c for c, due in self._due.items() if due <= now]:
+                    del self._due[connection]
+                    with contextlib.suppress(OSError):
+                        connection.shutdown(socket.SHUT_RDWR)
+                self._changed.wait(min(self._due.values(), default=now + 60.0) - now)
 
 
 _BUSY_BODY = json.dumps({"error": "busy: too many connections at once"}).encode()
@@ -336,6 +362,7 @@ class AgentServer(ThreadingHTTPServer):
 
     def __init__(self, address, handler, max_connections: int = 32):
         self.slots = threading.BoundedSemaphore(max_connections)
+        self.deadlines = Deadlines()
         super().__init__(address, handler)
 
     def process_request(self, request, client_address) -> None:

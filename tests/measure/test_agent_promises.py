@@ -139,12 +139,15 @@ def test_a_content_length_that_makes_no_sense_is_refused_before_the_body_is_read
 
 def test_silent_and_partial_clients_are_let_go_and_a_real_measurement_is_answered(agent):
     pid = agent_pid(agent)
+    idle_threads = threads_of(pid)
     held = []
     for i in range(60):  # more than the 16 connections it serves at once
         connection = socket.create_connection(("127.0.0.1", agent.port), timeout=30)
         connection.sendall(b"POST /measure HTTP/1.1\r\nContent-Len" if i % 2 else b"G")
         held.append(connection)
-    assert threads_of(pid) <= 16 + 12  # a thread per served connection, no more
+    # a thread per served connection, no more (two spare: a thread that gave back its slot after
+    # 10 silent seconds on a slow machine may not have ended when the next one starts)
+    assert threads_of(pid) <= idle_threads + 16 + 2
     # the others were answered "busy" at once; the silent ones are closed after 10 s without a byte
     answer = client.measure(agent.url, onnx_of(SMALL), 1, 8, wait=120)
     assert answer["single"]["median_ms"] > 0
