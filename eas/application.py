@@ -39,10 +39,9 @@ def show_log(level: int = logging.INFO, stream=None) -> None:
     """EAS's log lines (progress, warnings) on `stream` (stderr), once per process."""
     logger = logging.getLogger(LOGGER)
     logger.setLevel(level)
-    if not any(getattr(h, "eas_lines", False) for h in logger.handlers):
+    if not any(isinstance(h.formatter, _Lines) for h in logger.handlers):
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(_Lines())
-        handler.eas_lines = True
         logger.addHandler(handler)
         logger.propagate = False
 

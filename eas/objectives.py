@@ -58,6 +58,8 @@ def register_objective(name: str, measure: Callable[[object, tuple, int], float]
 
 def measured(objective: Objective, arch, input_shape: tuple, num_classes: int) -> float:
     """An objective of one's own, measured and checked: a finite number >= 0, or ValueError with why."""
+    if objective.measure is None:
+        raise ValueError(f"objective {objective.name} is measured by EAS itself, not from the architecture")
     value = objective.measure(arch, tuple(input_shape), num_classes)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"objective {objective.name} measured {str(value)[:40]!r}, not a finite number >= 0")

@@ -10,6 +10,7 @@ if command -v pg_ctlcluster >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
 fi
 ruff check .
+mypy                                               # the public modules' types (pyproject.toml)
 NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$(mktemp -d)"   # the docs build, links and all
 # Two test processes (pytest-xdist): the whole suite took 17 minutes instead of 27 on these 2 cores.
 if [[ " $* " == *" -m "* || " $* " == *" -k "* || " $* " == *"tests/"* ]]; then

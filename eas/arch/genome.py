@@ -219,7 +219,7 @@ def _encode_part(kind: str, part: Stem | Stage | Head) -> str:
         if token == "act":
             tokens.append(part.act)
         elif token == "se":
-            if part.se:
+            if getattr(part, "se", False):  # only a stage has one
                 tokens.append("se")
         else:
             tokens.append(token + _format_number(getattr(part, TOKEN_FIELDS[token])))
@@ -244,6 +244,7 @@ def _decode_part(text: str, kind: str) -> dict:
     values: dict = {}
     for token in text.split("_")[1:]:
         where = f"token {token!r} in {text!r}"
+        value: str | bool | float | int
         if token in ACTIVATIONS:
             token_name, key, value = "act", "act", token
         elif token == "se":

@@ -256,7 +256,7 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
     if isinstance(feature, bool) or not isinstance(feature, int) or not 1 <= feature <= 64:
         fail("min_feature_size", f"expected an integer 1..64 (got {str(feature)[:40]})")
     _validate_training(definition.get("train"), fail)
-    parts = [("stem", definition["stem"], STEM_FIELDS, Stem)]
+    parts: list[tuple[str, object, dict, type]] = [("stem", definition["stem"], STEM_FIELDS, Stem)]
     parts += [(f"stages[{i}]", spec, STAGE_FIELDS, Stage) for i, spec in enumerate(definition["stages"])]
     parts.append(("head", definition["head"], HEAD_FIELDS, Head))
     for where, spec, known, cls in parts:

@@ -72,18 +72,19 @@ class Dataset:
 
     name: str
     train_x: Images  # (N, C, H, W)
-    train_y: object
-    val_x: object
-    val_y: object
-    test_x: object
-    test_y: object
+    train_y: torch.Tensor
+    val_x: Images
+    val_y: torch.Tensor
+    test_x: Images
+    test_y: torch.Tensor
     classes: tuple[str, ...]
     mean: tuple[float, ...]
     std: tuple[float, ...]
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
-        return tuple(self.train_x.shape[1:])
+        channels, height, width = self.train_x.shape[1:]
+        return channels, height, width
 
     @property
     def num_classes(self) -> int:
@@ -445,8 +446,8 @@ def load_dataset(spec: str, seed: int = 0, val_fraction: float = 0.1,
     val_rows, train_rows = usable[:n_val], usable[n_val:]
     pixels = PixelFile(cache.pixels, cache.shape, cache.dtype, cache.chunk_sha256, CHUNK_BYTES,
                        damaged=functools.partial(drop_damaged, cache.folder))
-    mean, std = _statistics(pixels, train_rows, cache.scale, seed)
-    mean, std = tuple(float(m) for m in mean), tuple(float(v) for v in std)
+    channel_mean, channel_std = _statistics(pixels, train_rows, cache.scale, seed)
+    mean, std = tuple(float(m) for m in channel_mean), tuple(float(v) for v in channel_std)
 
     def split(rows):
         return Images(pixels, rows, cache.scale, mean, std), torch.from_numpy(labels[rows])

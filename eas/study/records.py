@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from eas.arch.bounds import check_buildable
 from eas.arch.genome import Arch
@@ -49,7 +50,7 @@ class TrialRecord:
         return math.nan if value is None else float(value)
 
 
-def _is_number(value) -> bool:
+def _is_number(value) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -74,7 +75,8 @@ def _numbers_problem(values: dict, keys: set, where: str) -> str | None:
             return f"{where} {key} is out of range ({str(value)[:40]})"
     low, accuracy, high = (values.get(k) for k in ("accuracy_low", "accuracy", "accuracy_high"))
     # a hair of tolerance: studies stored before the interval was clamped hold 0.9999999999999999 at 100%
-    if all(_is_number(v) for v in (low, accuracy, high)) and not low - 1e-9 <= accuracy <= high + 1e-9:
+    if (_is_number(low) and _is_number(accuracy) and _is_number(high)
+            and not low - 1e-9 <= accuracy <= high + 1e-9):
         return f"{where} accuracy {accuracy} lies outside its interval [{low}, {high}]"
     return None
 
