@@ -109,6 +109,7 @@ class Pool:
     def _run(self, budget, wait: bool) -> PoolSummary:
         summary = PoolSummary()
         began = time.monotonic()
+        waiting = False
         while True:
             own_left = budget.seconds - (time.monotonic() - began) if budget and budget.seconds else None
             if own_left is not None and own_left <= 0:
@@ -124,8 +125,13 @@ class Pool:
                 if not wait:
                     summary.stopped = "nothing-left"
                     return summary
+                if not waiting:  # said once each time the queue runs dry, not at every poll
+                    self.echo(f"eas: nothing to serve; waiting for work (the queue is read every "
+                              f"{WAIT_POLL_SECONDS:.0f} s)")
+                    waiting = True
                 time.sleep(WAIT_POLL_SECONDS if own_left is None else min(WAIT_POLL_SECONDS, own_left))
                 continue
+            waiting = False
             try:
                 served = self._serve(choice.name)
             except UserError as error:  # e.g. its dataset is not on this machine: others may serve it

@@ -5,6 +5,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import threading
 import time
 from datetime import timezone
 
@@ -81,22 +82,30 @@ def test_two_queued_studies_are_served_by_two_pool_workers_each_within_its_budge
 def test_stop_and_resume_without_killing_the_worker(postgres, study_name):  # noqa: F811
     queue(study_name, postgres, "--trials", "500")
     worker = pool_worker(postgres, "--wait", "--seed", "3")
+    said: list[str] = []  # its stderr, line by line, as it comes
+
+    def read() -> None:
+        for line in worker.stderr:
+            said.append(line)
+
+    reading = threading.Thread(target=read, daemon=True)
+    reading.start()
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and listed(postgres, {study_name})[study_name]["complete"] < 2:
             time.sleep(0.5)
         stopped = run_eas("stop", study_name, "--storage", postgres)
         assert stopped.returncode == 0 and "stopped study" in stopped.stdout, stopped.stderr
-        time.sleep(0.5)
         row = listed(postgres, {study_name})[study_name]
         assert row["state"].startswith("stopped")
-        # the worker leaves it after the trial in flight: then nothing more is started
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and listed(postgres, {study_name})[study_name]["running"]:
+        # the worker leaves it after the trial in flight, reads the queue, finds nothing to serve
+        # and says so: from then on nothing more is started
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any("nothing to serve" in line for line in said):
             time.sleep(0.5)
-        settled = listed(postgres, {study_name})[study_name]["trials"]
-        time.sleep(8)  # the waiting worker polls every 5 s
-        assert listed(postgres, {study_name})[study_name]["trials"] == settled
+        assert any("nothing to serve" in line for line in said), said
+        settled = listed(postgres, {study_name})[study_name]
+        assert settled["running"] == 0
         assert worker.poll() is None  # still alive, waiting for work
 
         resumed = run_eas("resume", study_name, "--storage", postgres, "--trials", "3")
@@ -105,10 +114,11 @@ def test_stop_and_resume_without_killing_the_worker(postgres, study_name):  # no
         while time.monotonic() < deadline and listed(postgres, {study_name})[study_name]["state"] != "done":
             time.sleep(0.5)
         final = listed(postgres, {study_name})[study_name]
-        assert final["state"] == "done" and final["trials"] == settled + 3  # one worker: exactly 3 more
+        assert final["state"] == "done" and final["trials"] == settled["trials"] + 3  # one worker: exactly 3 more
     finally:
         worker.terminate()
-        worker.communicate(timeout=60)
+        worker.wait(timeout=60)
+        reading.join(timeout=60)
     assert_user_error(run_eas("resume", study_name, "--storage", postgres), "spent its budget")
     assert_user_error(run_eas("stop", "no-such-study", "--storage", postgres), "no study 'no-such-study'")
 

@@ -162,6 +162,8 @@ def test_ctrl_c_leaves_no_running_trial_and_the_study_resumes(tmp_path, stop):
     while not running_trials(tmp_path, "stop") and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.5)
     assert process.poll() is None and running_trials(tmp_path, "stop"), "the search never started a trial"
+    # a moment into the trial, so that the stop meets a training step as Ctrl-C usually does (any
+    # moment after a trial runs is a valid one: nothing waits here for the search's pace)
     time.sleep(1.0)
     process.send_signal(stop)
     try:
