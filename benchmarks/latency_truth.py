@@ -1,5 +1,5 @@
 """Which latency is true: eager PyTorch (the old objective) against ONNX Runtime (what the search
-now stores), an eas-device agent pinned to one core (the target in the loop) and the latency
+now stores), an agent (eas-agent) pinned to one core (the target in the loop) and the latency
 predictor of `eas device calibrate`, each against a separate timing of the candidate's exported
 model.onnx, the file a user ships.
 
@@ -45,7 +45,7 @@ from eas.nas.candidate import Candidate  # noqa: E402
 from eas.pareto import kendall_tau  # noqa: E402
 from eas.training.proxy import Fidelity  # noqa: E402
 from eas.units import table  # noqa: E402
-from eas_device import client  # noqa: E402
+from eas_agent import client  # noqa: E402
 
 SHAPE, CLASSES = (1, 28, 28), 10
 
@@ -78,13 +78,13 @@ def shipped_latency(model, folder: Path, sessions: int = 5) -> tuple[float, floa
 
 
 def start_agent() -> tuple[subprocess.Popen, str]:
-    """An eas-device agent on 127.0.0.1, pinned to core 1 as a small target would be one core."""
+    """An agent (eas-agent) on 127.0.0.1, pinned to core 1 as a small target would be one core."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     pin = ["taskset", "-c", "1"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-    os.environ["EAS_DEVICE_TOKEN"] = os.environ.get("EAS_DEVICE_TOKEN") or "latency-truth"
-    agent = subprocess.Popen([*pin, sys.executable, "-m", "eas_device", "serve", "--port", str(port)],
+    os.environ["EAS_AGENT_TOKEN"] = os.environ.get("EAS_AGENT_TOKEN") or "latency-truth"
+    agent = subprocess.Popen([*pin, sys.executable, "-m", "eas_agent", "serve", "--port", str(port)],
                              stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     client.info(url, wait=60)
@@ -105,7 +105,7 @@ def main() -> None:
     predictor = calibrate(load_space("mobile", SHAPE), SHAPE, CLASSES, runtime, args.calibrate, seed=7)
     calibration_s = time.perf_counter() - started
     agent, url = start_agent()
-    on_agent = Runtime(device=url)
+    on_agent = Runtime(target=url)
     rows = {"eager": [], "stored": [], "shipped": [], "agent": [], "predicted": [], "macs": [], "modules": [],
             "measure_s": [], "session_spread": []}
     with tempfile.TemporaryDirectory() as scratch:
@@ -129,7 +129,7 @@ def main() -> None:
     lines = []
     methods = (("shipped", "model.onnx, median of 5 fresh sessions (the truth)"),
                ("stored", "EAS's stored latency (ONNX Runtime)"),
-               ("agent", "eas-device agent, pinned to core 1 (taskset -c 1)"),
+               ("agent", "the agent (eas-agent), pinned to core 1 (taskset -c 1)"),
                ("predicted", f"{predictor.kind} predictor ({args.calibrate} measurements)"),
                ("eager", "eager PyTorch (the old objective)"))
     for name, label in methods:

@@ -84,7 +84,7 @@ def git_commit() -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "eas", "eas_device", "benchmarks",
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "eas", "eas_agent", "benchmarks",
                                   ":!benchmarks/results"], cwd=ROOT, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

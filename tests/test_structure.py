@@ -187,11 +187,11 @@ def test_only_the_study_package_names_stored_attributes():
 
 
 def test_the_device_agent_package_stands_alone():
-    """eas_device ships to deployment targets without EAS or torch: it imports neither (nor
+    """eas_agent ships to deployment targets without EAS or torch: it imports neither (nor
     anything beyond ONNX Runtime, numpy and the standard library)."""
-    allowed = {"onnxruntime", "numpy", "eas_device"} | set(sys.stdlib_module_names)
+    allowed = {"onnxruntime", "numpy", "eas_agent"} | set(sys.stdlib_module_names)
     found = set()
-    for path in (ROOT / "eas_device").glob("*.py"):
+    for path in (ROOT / "eas_agent").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.add((path.name, node.module.split(".")[0]))

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from eas.application import prepare_process
-from eas.cli import arch, compress, device, evaluate, export, queue, search, studies, supernet, train, ui, verify
+from eas.cli import agent, arch, compress, evaluate, export, queue, search, studies, supernet, train, ui, verify
 from eas.errors import UserError
 from eas.units import printable
 
@@ -19,8 +19,10 @@ app = typer.Typer(help="EAS: search small, accurate, energy-frugal neural networ
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 arch_app = typer.Typer(help="Sample and inspect architecture genomes.", no_args_is_help=True)
 app.add_typer(arch_app, name="arch")
-device_app = typer.Typer(help="The deployment target in the loop: serve, ask, calibrate.", no_args_is_help=True)
-app.add_typer(device_app, name="device")
+agent_app = typer.Typer(help="The deployment target in the loop: serve its agent, ask it, calibrate.",
+                        no_args_is_help=True)
+app.add_typer(agent_app, name="agent")
+app.add_typer(agent_app, name="device", hidden=True)  # the group's name before the agent had its own
 supernet_app = typer.Typer(help="One-shot search: train one network holding a whole space, once.",
                            no_args_is_help=True)
 app.add_typer(supernet_app, name="supernet")
@@ -40,9 +42,9 @@ app.command("export")(export.export_command)
 app.command("train")(train.train_command)
 app.command("compress")(compress.compress_command)
 app.command("ui")(ui.ui_command)
-device_app.command("serve")(device.serve_command)
-device_app.command("info")(device.info_command)
-device_app.command("calibrate")(device.calibrate_command)
+agent_app.command("serve")(agent.serve_command)
+agent_app.command("info")(agent.info_command)
+agent_app.command("calibrate")(agent.calibrate_command)
 supernet_app.command("train")(supernet.train_command)
 supernet_app.command("trust")(supernet.trust_command)
 supernet_app.command("show")(supernet.show_command)

@@ -194,10 +194,10 @@ def search_command(
     study: Annotated[str | None, typer.Option("--study", help="Study name (default: <space>-<data>).")] = None,
     storage: StorageOption = None,
     workers: Annotated[int, typer.Option("--workers", help="Local worker processes.", min=1, max=256)] = 1,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda: where candidates train. Or an "
-                                        "eas-device agent's URL (http://pi.local:8765, token from "
-                                        "$EAS_DEVICE_TOKEN): latency and inference energy are measured on that "
-                                        "target, training runs here.")] = "auto",
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda: where candidates train.")] = "auto",
+    target: Annotated[str | None, typer.Option("--target", help="The URL of the agent on the deployment target "
+                                               "(http://pi.local:8765, token from $EAS_AGENT_TOKEN): latency and "
+                                               "inference energy are measured there, training runs here.")] = None,
     meter: MeterOption = "auto",
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs of the full fidelity (the top rung).")] = 2.0,
     subset: Annotated[int | None, typer.Option("--subset", help="Training images of the full fidelity.")] = 9000,
@@ -216,8 +216,8 @@ def search_command(
     runtime_threads: Annotated[int, typer.Option("--runtime-threads", help="Threads of the runtime that times "
                                                  "each candidate (the deployment's, not the training's).")] = 1,
     runtime_batch: Annotated[int, typer.Option("--runtime-batch", help="The batch timed besides batch 1.")] = 32,
-    predictor: Annotated[Path | None, typer.Option("--predictor", help="A latency predictor from `eas device "
-                                                   "calibrate` for this runtime and device: proposals over "
+    predictor: Annotated[Path | None, typer.Option("--predictor", help="A latency predictor from `eas agent "
+                                                   "calibrate` for this runtime and target: proposals over "
                                                    "--max-latency are refused by prediction before training, "
                                                    "candidates that reach the top rung are measured.")] = None,
     supernet: Annotated[Path | None, typer.Option("--supernet", help="One-shot search: every candidate inherits "
@@ -236,7 +236,7 @@ def search_command(
         strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
-        meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
+        target=target, meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
         runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet)
     torch.set_num_threads(threads or _threads_for(workers))

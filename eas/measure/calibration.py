@@ -1,4 +1,4 @@
-"""`eas device calibrate`: measure a sample of a space's networks on one device and runtime, and
+"""`eas agent calibrate`: measure a sample of a space's networks on one target and runtime, and
 fit the latency predictor the search uses there (eas.measure.predictor)."""
 
 from __future__ import annotations

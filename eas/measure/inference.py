@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from eas.measure.energy import EnergyReading, Meter, measure_repeated
-from eas_device.measure import Latency, time_repeated  # one timing loop for every runtime
+from eas_agent.measure import Latency, time_repeated  # one timing loop for every runtime
 
 
 def _sync(device: torch.device) -> None:

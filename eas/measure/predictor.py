@@ -96,7 +96,7 @@ class Predictor:
         except (TypeError, KeyError, ValueError, IndexError, AttributeError, OverflowError):
             problem = "its fields are not a predictor's"
         if problem:
-            raise UserError(f"not a latency predictor written by `eas device calibrate` (or it was edited): {problem}")
+            raise UserError(f"not a latency predictor written by `eas agent calibrate` (or it was edited): {problem}")
         return predictor
 
     def _problem(self) -> str | None:
@@ -126,7 +126,7 @@ class Predictor:
         own networks are not positive, finite latencies."""
         if self.space != space_name:
             raise UserError(f"the latency predictor was fitted on space {self.space!r}, not {space_name!r}; "
-                            f"calibrate one for this space (eas device calibrate --space {space_name})")
+                            f"calibrate one for this space (eas agent calibrate --space {space_name})")
         for arch in extremes:
             predicted = self.predict(arch)
             if not sane_latency(predicted):
@@ -184,7 +184,7 @@ MAX_FILE_BYTES = 16 * 2**20
 
 
 def load_predictor(path) -> Predictor:
-    """The predictor `eas device calibrate` wrote at `path`; anything else is refused in one line."""
+    """The predictor `eas agent calibrate` wrote at `path`; anything else is refused in one line."""
     data = read_json(path, max_bytes=MAX_FILE_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"--predictor {path}: not a latency predictor")

@@ -9,9 +9,9 @@ a larger batch; its inference energy is metered on that same session. Every numb
 where it came from: runtime and version, execution provider, threads, batch, CPU or GPU model.
 `--runtime torch` keeps eager PyTorch (what studies made before runtimes were recorded used).
 
-With a device URL the exported graph is sent to an eas-device agent on the deployment target
-(eas_device.agent), which times it with the same code (eas_device.measure) on its own hardware.
-A latency predictor fitted for that device and runtime (eas.measure.predictor) rides along in
+With an agent URL (--target) the exported graph is sent to an agent (eas-agent) on the deployment target
+(eas_agent.agent), which times it with the same code (eas_agent.measure) on its own hardware.
+A latency predictor fitted for that target and runtime (eas.measure.predictor) rides along in
 the runtime's settings: the search then refuses proposals by predicted latency and measures the
 candidates that reach the top rung.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import warnings
 from dataclasses import asdict, dataclass, replace
 
@@ -33,8 +32,8 @@ from eas.lazy import available, lazy_import
 from eas.measure.energy import EnergyReading, Meter, measure_repeated
 from eas.measure.inference import Latency, inference_energy, latency
 from eas.measure.predictor import Predictor, load_predictor
-from eas_device import client
-from eas_device.measure import cpu_model, session, time_session
+from eas_agent import client
+from eas_agent.measure import cpu_model, session, time_session
 
 onnxruntime = lazy_import("onnxruntime")
 
@@ -48,11 +47,11 @@ class Runtime:
     name: str = "onnxruntime"
     threads: int | None = 1  # onnxruntime's intra-op threads; torch uses the process's own
     batch: int = 32  # the larger batch timed besides batch 1
-    device: str | None = None  # an eas-device agent's URL: the deployment target; None: this machine
+    target: str | None = None  # the URL of the agent on the deployment target; None: this machine
     predictor: dict | None = None  # a fitted latency predictor for this runtime (eas.measure.predictor)
 
     @classmethod
-    def parse(cls, name: str, threads: int, batch: int, device: str | None = None) -> Runtime:
+    def parse(cls, name: str, threads: int, batch: int, target: str | None = None) -> Runtime:
         if name not in RUNTIMES:
             raise UserError(f"unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
         if not 1 <= threads <= 256:
@@ -61,17 +60,20 @@ class Runtime:
             raise UserError(f"--runtime-batch must be 2..4096 (got {batch})")
         if name == "onnxruntime" and not available("onnxruntime"):
             raise UserError("--runtime onnxruntime needs onnxruntime: pip install onnxruntime (or --runtime torch)")
-        if device is not None:
+        if target is not None:
             if name != "onnxruntime":
-                raise UserError("a device URL measures in ONNX Runtime on the device: drop --runtime torch")
+                raise UserError("an agent measures in ONNX Runtime on its target: drop --runtime torch")
             try:
-                device = client.check_url(device)
+                target = client.check_url(target)
             except ValueError as error:
                 raise UserError(str(error)) from None
-        return cls(name, threads if name == "onnxruntime" else None, batch, device)
+        return cls(name, threads if name == "onnxruntime" else None, batch, target)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the target's URL is stored under its first name, "device": studies read by older EAS alike
+        stored = asdict(self)
+        stored["device"] = stored.pop("target")
+        return stored
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Runtime:
@@ -84,26 +86,26 @@ class Runtime:
 
 def with_predictor(runtime: Runtime, path) -> Runtime:
     """`runtime` with the predictor stored at `path`, refused in one line when it was fitted for
-    another runtime, thread count or device."""
+    another runtime, thread count or target."""
     predictor = load_predictor(path)
     fitted = predictor.runtime
     if runtime.name != "onnxruntime" or fitted.get("threads") != runtime.threads or \
-            fitted.get("url") != runtime.device:
+            fitted.get("url") != runtime.target:
         where = fitted.get("url") or "this machine"
         raise UserError(f"--predictor {path} was fitted for ONNX Runtime at {fitted.get('threads')} thread(s) on "
                         f"{where}; this search measures {runtime.name} at {runtime.threads} thread(s) on "
-                        f"{runtime.device or 'this machine'}")
+                        f"{runtime.target or 'this machine'}")
     return replace(runtime, predictor=json.loads(json.dumps(predictor.to_dict())))  # as the study stores it
 
 
 def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_classes: int, space=None) -> None:
-    """Before a search starts: the device answers and takes our token, and the predictor was
+    """Before a search starts: the agent answers and takes our token, and the predictor was
     fitted for this input shape and number of classes (one line each, exit 2)."""
-    if runtime.device:
-        device_wait()  # a nonsense $EAS_DEVICE_WAIT is refused now, not when a trial waits
+    if runtime.target:
+        agent_wait()  # a nonsense $EAS_AGENT_WAIT is refused now, not when a trial waits
         try:
-            client.info(runtime.device)
-        except client.DeviceError as error:
+            client.info(runtime.target)
+        except client.AgentError as error:
             raise UserError(str(error)) from None
     predictor = runtime.predictor
     if predictor and (tuple(predictor["input_shape"]), predictor["num_classes"]) != (tuple(input_shape), num_classes):
@@ -113,19 +115,19 @@ def check_reachable(runtime: Runtime, input_shape: tuple[int, int, int], num_cla
         Predictor.from_dict(predictor).check_fits(space.name, list(space.extremes(input_shape, num_classes)))
 
 
-MAX_DEVICE_WAIT = 24 * 3600.0
+MAX_AGENT_WAIT = 24 * 3600.0
 
 
-def device_wait() -> float:
-    """Seconds a measurement waits for a device that went away before its trial is stored without
-    a latency (and the reason): $EAS_DEVICE_WAIT, default 300, at most a day."""
-    text = os.environ.get("EAS_DEVICE_WAIT", "300")
+def agent_wait() -> float:
+    """Seconds a measurement waits for an agent that went away before its trial is stored without
+    a latency (and the reason): $EAS_AGENT_WAIT, default 300, at most a day."""
+    text = client.setting("WAIT", "300")
     try:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_DEVICE_WAIT):
-        raise UserError(f"EAS_DEVICE_WAIT must be a number of seconds from 0 to {MAX_DEVICE_WAIT:.0f} "
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_AGENT_WAIT):
+        raise UserError(f"EAS_AGENT_WAIT must be a number of seconds from 0 to {MAX_AGENT_WAIT:.0f} "
                         f"(got {text[:40]!r})")
     return seconds
 
@@ -161,8 +163,8 @@ def measure(model: nn.Module, input_shape: tuple[int, int, int], runtime: Runtim
         return Measured(single, batched, energy, provenance)
     buffer = io.BytesIO()
     to_onnx(model, torch.zeros(1, *input_shape, device=device), buffer)
-    if runtime.device:
-        return measure_on_device(buffer.getvalue(), runtime)
+    if runtime.target:
+        return measure_on_target(buffer.getvalue(), runtime)
     onnx, cuda = buffer.getvalue(), device.type == "cuda"
     single, batched, run_batch, ran = time_session(lambda: session(onnx, runtime.threads, cuda), input_shape,
                                                    runtime.batch)
@@ -173,10 +175,10 @@ def measure(model: nn.Module, input_shape: tuple[int, int, int], runtime: Runtim
     return Measured(single, batched, energy, provenance)
 
 
-def measure_on_device(onnx: bytes, runtime: Runtime) -> Measured:
-    """The agent's measurement of `onnx` on the deployment target; waits for a device that went
-    away (eas_device.client), then raises DeviceError with the reason."""
-    answer = client.measure(runtime.device, onnx, runtime.threads, runtime.batch, wait=device_wait())
+def measure_on_target(onnx: bytes, runtime: Runtime) -> Measured:
+    """The agent's measurement of `onnx` on the deployment target; waits for an agent that went
+    away (eas_agent.client), then raises AgentError with the reason."""
+    answer = client.measure(runtime.target, onnx, runtime.threads, runtime.batch, wait=agent_wait())
     return checked_answer(answer, runtime)
 
 
@@ -184,7 +186,7 @@ MAX_LATENCY_MS = 3.6e6  # an hour for one inference: beyond it, an answer is not
 MAX_TEXT = 200  # characters of a runtime, provider or device name
 
 
-class Untrusted(client.DeviceError):
+class Untrusted(client.AgentError):
     """An agent's answer that is not a measurement EAS can store (junk, out of range, disordered)."""
 
 
@@ -237,6 +239,6 @@ def checked_answer(answer, runtime: Runtime) -> Measured:
             raise Untrusted(f"it measured at {str(given.get('threads'))[:10]} thread(s) and batches "
                             f"{str(given.get('batch'))[:20]}, not {runtime.threads} and [1, {runtime.batch}]")
     except Untrusted as error:
-        raise Untrusted(f"device {runtime.device} answered a measurement EAS cannot trust: {error}") from None
+        raise Untrusted(f"the agent at {runtime.target} answered a measurement EAS cannot trust: {error}") from None
     return Measured(single, batched, reading, {**provenance, "threads": runtime.threads, "batch": [1, runtime.batch],
-                                              "url": runtime.device, "energy": reading.source})
+                                              "url": runtime.target, "energy": reading.source})

@@ -41,7 +41,7 @@ from eas.study.setup import create_or_resume
 from eas.study.snapshots import Snapshots
 from eas.training.proxy import Fidelity, TrialTimeout
 from eas.training.step import TrainStep, resolve_precision
-from eas_device.client import DeviceError
+from eas_agent.client import AgentError
 
 MAX_CONSECUTIVE_INFEASIBLE = 200
 
@@ -57,7 +57,7 @@ def _measure_extreme(model, task, runtime: Runtime, device, meter, **options):
     command in one line (and the half-made study is removed)."""
     try:
         return measure(model, task.input_shape, runtime, device, meter, **options)
-    except DeviceError as error:
+    except AgentError as error:
         raise UserError(f"{error}; the study needs it to measure the space's extremes") from None
 
 

@@ -42,9 +42,9 @@ from eas.units import parse_seconds
 OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
                strict=False, objectives="accuracy,macs,params,energy", max_macs=None, max_params=None,
                max_latency=None, max_memory=None, sampler="tpe", rungs=3, eta=3, population=16, seed=0, study=None,
-               storage=None, workers=1, device="auto", meter="auto", epochs=2.0, subset=9000, max_steps=None,
-               batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True, queue=False,
-               runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None, supernet=None)
+               storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
+               max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
+               queue=False, runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None, supernet=None)
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,12 @@ class SearchRequest:
             space_from_definition(o["space"]) if isinstance(o["space"], dict) else load_space(o["space"])
         o = {**o, "data": with_resolution(o["data"], o["resolution"])}  # the spec the study stores
         scheme, _, _ = parse_spec(o["data"])
-        target = o["device"] if o["device"].startswith(("http://", "https://")) else None
-        if target:  # candidates train here; their latency and inference energy are measured on the target
-            o = {**o, "device": "auto"}
+        target = o["target"]
+        if o["device"].startswith(("http://", "https://")):  # the agent's URL as given before --target
+            if target is not None:
+                raise UserError("give the agent's URL once, as --target (--device is where candidates train)")
+            target, o = o["device"], {**o, "device": "auto"}
+        # candidates train here (--device); their latency and inference energy are measured on the target
         runtime = runtimes.Runtime.parse(o["runtime"], o["runtime_threads"], o["runtime_batch"], target)
         if o["predictor"] is not None:
             runtime = runtimes.with_predictor(runtime, o["predictor"])

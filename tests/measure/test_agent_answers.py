@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from eas.errors import UserError
-from eas.measure.runtime import Runtime, Untrusted, checked_answer, device_wait
+from eas.measure.runtime import Runtime, Untrusted, agent_wait, checked_answer
 from tests.conftest import assert_user_error, run_eas
 
 RUNTIME = Runtime("onnxruntime", 1, 32, "http://127.0.0.1:9")
@@ -52,7 +52,13 @@ NONSENSE = {
 def test_a_sound_answer_is_kept_with_where_it_came_from():
     measured = checked_answer(GOOD, RUNTIME)
     assert measured.single.median_ms == 0.5 and measured.batched.batch == 32
-    assert measured.provenance["device"] == "cpu:Cortex-A72 @ pi" and measured.provenance["url"] == RUNTIME.device
+    assert measured.provenance["device"] == "cpu:Cortex-A72 @ pi" and measured.provenance["url"] == RUNTIME.target
+
+
+def test_the_target_is_stored_under_its_first_name_so_older_studies_read_alike():
+    stored = RUNTIME.to_dict()
+    assert stored["device"] == RUNTIME.target and "target" not in stored
+    assert Runtime.from_dict(stored) == RUNTIME
 
 
 @pytest.mark.parametrize("case", sorted(NONSENSE))
@@ -65,10 +71,10 @@ def test_nonsense_is_a_failed_measurement_with_the_reason(case):
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-5", "1e9", "soon"])
-def test_a_device_wait_that_makes_no_sense_is_refused(value, monkeypatch):
-    monkeypatch.setenv("EAS_DEVICE_WAIT", value)
-    with pytest.raises(UserError, match="EAS_DEVICE_WAIT"):
-        device_wait()
+def test_a_agent_wait_that_makes_no_sense_is_refused(value, monkeypatch):
+    monkeypatch.setenv("EAS_AGENT_WAIT", value)
+    with pytest.raises(UserError, match="EAS_AGENT_WAIT"):
+        agent_wait()
 
 
 class LyingAgent:
@@ -107,11 +113,11 @@ class LyingAgent:
 @pytest.mark.slow
 def test_a_search_against_a_lying_agent_stores_no_nonsense(tmp_path):
     liar = LyingAgent()
-    env = {**os.environ, "EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_DEVICE_TOKEN": "t",
-           "EAS_DEVICE_WAIT": "0"}
+    env = {**os.environ, "EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_AGENT_TOKEN": "t",
+           "EAS_AGENT_WAIT": "0"}
     done = subprocess.run([sys.executable, "-m", "eas", "search", "--space", "tiny", "--data", "digits", "--epochs",
                            "1", "--trials", "5", "--rungs", "1", "--sampler", "random", "--no-warm-start",
-                           "--objectives", "accuracy,latency", "--study", "liar", "--quiet", "--device", liar.url],
+                           "--objectives", "accuracy,latency", "--study", "liar", "--quiet", "--target", liar.url],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     liar.server.shutdown()
     assert done.returncode == 0, done.stderr
@@ -125,11 +131,11 @@ def test_a_search_against_a_lying_agent_stores_no_nonsense(tmp_path):
         assert "\x1b" not in json.dumps(record.metrics)
 
 
-def test_a_search_refuses_a_device_wait_that_makes_no_sense(tmp_path):
+def test_a_search_refuses_a_agent_wait_that_makes_no_sense(tmp_path):
     liar = LyingAgent()
-    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_DEVICE_TOKEN": "t", "EAS_DEVICE_WAIT": "inf"}
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_AGENT_TOKEN": "t", "EAS_AGENT_WAIT": "inf"}
     result = run_eas("search", "--space", "tiny", "--data", "digits", "--trials", "1", "--study", "w",
-                     "--device", liar.url, env=env, cwd=tmp_path)
+                     "--target", liar.url, env=env, cwd=tmp_path)
     liar.server.shutdown()
-    assert_user_error(result, "EAS_DEVICE_WAIT")
+    assert_user_error(result, "EAS_AGENT_WAIT")
     assert not (tmp_path / "studies" / "w.db").exists()

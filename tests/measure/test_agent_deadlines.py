@@ -3,7 +3,7 @@ is cut; one whose request was read in time is left alone."""
 
 import socket
 
-from eas_device.agent import Deadlines
+from eas_agent.agent import Deadlines
 
 
 def test_a_connection_past_its_deadline_is_cut_and_a_cancelled_one_is_not():

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eas_device import client
+from eas_agent import client
 from tests.conftest import assert_user_error, run_eas
-from tests.measure.test_device_agent import SMALL, TOKEN, AgentProcess, onnx_of
+from tests.measure.test_agent import SMALL, TOKEN, AgentProcess, onnx_of
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -75,7 +75,7 @@ def agent_pid(agent: AgentProcess) -> int:
 
 @pytest.fixture
 def agent(tmp_path, monkeypatch):
-    monkeypatch.setenv("EAS_DEVICE_TOKEN", TOKEN)
+    monkeypatch.setenv("EAS_AGENT_TOKEN", TOKEN)
     running = AgentProcess(tmp_path, "--max-memory-mb", "256", "--timeout", "2", "--max-connections", "16")
     yield running
     running.stop()
@@ -98,13 +98,13 @@ def test_a_model_whose_loading_takes_gigabytes_is_refused_and_the_agent_does_not
     before = rss_mb(pid)
     bomb = memory_bomb(16_000)  # 1 GB once folded
     assert len(bomb) < 400
-    with pytest.raises(client.DeviceRefused, match=r"needs more memory than the agent's limit \(256 MB\)"):
+    with pytest.raises(client.AgentRefused, match=r"needs more memory than the agent's limit \(256 MB\)"):
         client.measure(agent.url, bomb, 1, 8, wait=0)
     assert rss_mb(pid) - before < 50
     assert client.measure(agent.url, onnx_of(SMALL), 1, 8, wait=0)["single"]["median_ms"] > 0
     default = AgentProcess(tmp_path)  # the default limit (half of the machine's memory) refuses a 160 GB one
     try:
-        with pytest.raises(client.DeviceRefused, match=r"more memory than the agent's limit \(\d+ MB\)"):
+        with pytest.raises(client.AgentRefused, match=r"more memory than the agent's limit \(\d+ MB\)"):
             client.measure(default.url, memory_bomb(200_000), 1, 8, wait=0)
         assert rss_mb(agent_pid(default)) < 300
     finally:
@@ -112,11 +112,11 @@ def test_a_model_whose_loading_takes_gigabytes_is_refused_and_the_agent_does_not
 
 
 def test_the_time_limit_covers_loading_and_the_agent_serves_on(tmp_path, monkeypatch):
-    monkeypatch.setenv("EAS_DEVICE_TOKEN", TOKEN)
+    monkeypatch.setenv("EAS_AGENT_TOKEN", TOKEN)
     agent = AgentProcess(tmp_path, "--timeout", "2")  # memory enough for the 0.4 GB it folds
     try:
         began = time.monotonic()
-        with pytest.raises(client.DeviceUnavailable, match=r"ran over 2 s \(loading included\)"):
+        with pytest.raises(client.AgentUnavailable, match=r"ran over 2 s \(loading included\)"):
             client.measure(agent.url, slow_to_load(), 1, 8, wait=0)
         # the model takes about 10 s to load here; the answer came at the limit, not after the loading
         assert time.monotonic() - began < 8
@@ -178,7 +178,7 @@ def test_the_log_escapes_what_a_client_sends_and_keeps_no_token(agent):
     raw_request(agent.port, b"GET /info\x1b[31m?token=s3cret-in-url HTTP/1.1\r\nHost: x\r\n\r\n")
     raw_request(agent.port, b"GET /in\x07fo\x00 HTTP/1.1\r\n\r\n")
     raw_request(agent.port, f"GET /info?key=s3cret-in-url HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
-    agent.wait_until(lambda: Path(agent.log.name).read_text().count("eas-device: 127.0.0.1") >= 3, "three log lines")
+    agent.wait_until(lambda: Path(agent.log.name).read_text().count("eas-agent: 127.0.0.1") >= 3, "three log lines")
     log = Path(agent.log.name).read_text()
     assert "\x1b" not in log and "\x07" not in log and "\x00" not in log
     assert "s3cret-in-url" not in log and TOKEN not in log
@@ -197,15 +197,15 @@ def test_clients_that_hang_up_before_the_answer_leave_no_traceback(agent):
                                            ("--timeout", "nan"), ("--timeout", "-1"), ("--timeout", "inf"),
                                            ("--max-memory-mb", "0"), ("--max-connections", "0")])
 def test_both_faces_refuse_the_same_options_in_one_line(option, value, tmp_path):
-    standalone = subprocess.run([sys.executable, "-m", "eas_device", "serve", option, value, "--port", "1"],
+    standalone = subprocess.run([sys.executable, "-m", "eas_agent", "serve", option, value, "--port", "1"],
                                 capture_output=True, text=True, timeout=120)
     assert standalone.returncode == 2 and "Traceback" not in standalone.stderr
     assert len(standalone.stderr.strip().splitlines()) == 1 and option in standalone.stderr
-    assert_user_error(run_eas("device", "serve", option, value, "--port", "1", cwd=tmp_path), option)
+    assert_user_error(run_eas("agent", "serve", option, value, "--port", "1", cwd=tmp_path), option)
 
 
 def test_the_agent_says_what_it_promises(agent):
     limits = client.info(agent.url)["limits"]
     assert limits["max_memory_bytes"] == 256 * 2**20 and limits["timeout_seconds"] == 2
     assert json.loads(json.dumps(limits))  # plain JSON
-    assert os.environ["EAS_DEVICE_TOKEN"] == TOKEN
+    assert os.environ["EAS_AGENT_TOKEN"] == TOKEN

@@ -126,9 +126,9 @@ def test_a_predictor_for_another_runtime_or_data_is_refused_in_one_line(tmp_path
 
 
 @pytest.mark.slow
-def test_eas_device_calibrate_here_writes_a_predictor_and_reports_its_error(tmp_path):
+def test_eas_agent_calibrate_here_writes_a_predictor_and_reports_its_error(tmp_path):
     out = tmp_path / "pred.json"
-    result = run_eas("device", "calibrate", "--space", "tiny", "--data", "digits", "--n", "24", "--out",
+    result = run_eas("agent", "calibrate", "--space", "tiny", "--data", "digits", "--n", "24", "--out",
                      str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "held out:" in result.stdout and "of 5 held-out networks" in result.stdout

@@ -1,4 +1,4 @@
-"""`eas-device serve`: an HTTP agent on the deployment target that times the ONNX models a search
+"""`eas-agent serve`: an HTTP agent on the deployment target that times the ONNX models a search
 sends it, one at a time, in ONNX Runtime, and nothing else.
 
     GET  /info                           what this device is: runtime, provider, CPU, limits, queue
@@ -10,7 +10,7 @@ with one line of JSON ({"error": ...}) and a status code: 401 token, 400 model o
 or memory, 503 busy, 504 the measurement (loading included) ran over its time.
 
 What it promises, with or without a token (each promise is tested):
-- memory: a model is loaded and timed in a separate measuring process (eas_device.worker) whose
+- memory: a model is loaded and timed in a separate measuring process (eas_agent.worker) whose
   address space may grow by at most --max-memory-mb (default: half of the machine's memory); a
   model that needs more is refused (413) and
   the agent itself never holds more than (queue + 1) bodies of at most --max-model-mb each;
@@ -44,8 +44,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import onnxruntime
 
-from eas_device import __version__
-from eas_device.measure import Limits, cpu_model
+from eas_agent import __version__, client
+from eas_agent.measure import Limits, cpu_model
 
 DEFAULT_PORT = 8765
 REQUEST_SECONDS = 120.0  # a request (headers and body) must arrive whole within this
@@ -70,7 +70,7 @@ def half_the_memory_mb() -> float:
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """What both faces (`eas-device serve`, `eas device serve`) accept, checked in one place."""
+    """What both faces (`eas-agent serve`, `eas device serve`) accept, checked in one place."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -92,7 +92,7 @@ class ServeOptions:
 
 
 class MeasuringProcess:
-    """The agent's measuring process (eas_device.worker), started at once and again after it was
+    """The agent's measuring process (eas_agent.worker), started at once and again after it was
     killed: a model is loaded and timed there, under a memory limit and a time limit that covers
     loading, so no model can take the agent's memory or its only measurement slot for long."""
 
@@ -103,7 +103,7 @@ class MeasuringProcess:
 
     def _start(self) -> None:
         settings = json.dumps({"limits": asdict(self.limits), "max_memory_bytes": self.max_memory_bytes})
-        self.process = subprocess.Popen([sys.executable, "-m", "eas_device.worker", settings], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-m", "eas_agent.worker", settings], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE)
         ready = self._line(time.monotonic() + STARTUP_SECONDS)
         if not ready:
@@ -181,7 +181,7 @@ class Agent:
         return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
     def info(self) -> dict:
-        return {"agent": f"eas-device {__version__}", "runtime": f"onnxruntime {onnxruntime.__version__}",
+        return {"agent": f"eas-agent {__version__}", "runtime": f"onnxruntime {onnxruntime.__version__}",
                 "providers": onnxruntime.get_available_providers(), "device": self.device,
                 "machine": platform.machine(), "cores": os.cpu_count(),
                 "limits": {**asdict(self.limits), "max_memory_bytes": self.max_memory_bytes,
@@ -211,7 +211,7 @@ class Agent:
         if len(onnx) > self.limits.max_model_bytes:
             raise Refusal(413, f"model of {len(onnx):,} bytes is over the limit of {self.limits.max_model_bytes:,}")
         answer = self.measuring.measure(onnx, threads, batch, self.energy_seconds, self.measure_timeout)
-        answer["provenance"].update(device=self.device, agent=f"eas-device {__version__}")
+        answer["provenance"].update(device=self.device, agent=f"eas-agent {__version__}")
         return answer
 
     def close(self) -> None:
@@ -228,7 +228,7 @@ def printable(text: str) -> str:
 
 def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        server_version = f"eas-device/{__version__}"
+        server_version = f"eas-agent/{__version__}"
         timeout = IDLE_SECONDS  # any pause this long between a client's bytes ends the connection
 
         def setup(self) -> None:
@@ -314,7 +314,7 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             self.log_message('"%s %s" %s', getattr(self, "command", "?"), path, code)
 
         def log_message(self, format: str, *args) -> None:
-            sys.stderr.write(f"eas-device: {self.address_string()} {printable(format % args)}\n")
+            sys.stderr.write(f"eas-agent: {self.address_string()} {printable(format % args)}\n")
 
     return Handler
 
@@ -386,7 +386,7 @@ class AgentServer(ThreadingHTTPServer):
 def serve(agent: Agent, host: str = "127.0.0.1", port: int = DEFAULT_PORT, ready=None,
           max_connections: int = 32) -> None:
     server = AgentServer((host, port), handler_for(agent), max_connections)
-    print(f"eas-device: serving {agent.device} on http://{host}:{server.server_address[1]} "
+    print(f"eas-agent: serving {agent.device} on http://{host}:{server.server_address[1]} "
           f"(onnxruntime {onnxruntime.__version__})", file=sys.stderr, flush=True)
     if ready:
         ready(server)
@@ -401,17 +401,17 @@ def serve(agent: Agent, host: str = "127.0.0.1", port: int = DEFAULT_PORT, ready
 
 
 def token_from_environment() -> str:
-    """$EAS_DEVICE_TOKEN, or a fresh random token (printed once) when it is unset."""
-    token = os.environ.get("EAS_DEVICE_TOKEN", "").strip()
+    """$EAS_AGENT_TOKEN, or a fresh random token (printed once) when it is unset."""
+    token = client.token()
     if token:
         return token
     token = secrets.token_urlsafe(24)
-    print(f"eas-device: EAS_DEVICE_TOKEN is unset; this agent's token is {token}", file=sys.stderr)
+    print(f"eas-agent: EAS_AGENT_TOKEN is unset; this agent's token is {token}", file=sys.stderr)
     return token
 
 
 def serve_from_options(options: ServeOptions) -> None:
-    """What `eas-device serve` and `eas device serve` both run; OSError when the address is taken."""
+    """What `eas-agent serve` and `eas device serve` both run; OSError when the address is taken."""
     limits = Limits(max_model_bytes=int(options.max_model_mb * 2**20))
     agent = Agent(token_from_environment(), limits, measure_timeout=options.timeout,
                   max_memory_bytes=int(options.max_memory_mb * 2**20))
@@ -432,7 +432,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="eas-device", description="Time ONNX models for EAS searches.")
+    parser = argparse.ArgumentParser(prog="eas-agent", description="Time ONNX models for EAS searches.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_arguments(commands.add_parser("serve", help="serve measurements over HTTP"))
     given = parser.parse_args(argv)
@@ -440,16 +440,16 @@ def main(argv: list[str] | None = None) -> int:
         options = ServeOptions(given.host, given.port, given.max_model_mb, given.timeout, given.max_memory_mb,
                                given.max_connections)
     except ValueError as error:
-        print(f"eas-device: error: {error}", file=sys.stderr)
+        print(f"eas-agent: error: {error}", file=sys.stderr)
         return 2
     try:
         serve_from_options(options)
     except OSError as error:
-        print(f"eas-device: error: cannot serve on {options.host}:{options.port}: {error.strerror or error}",
+        print(f"eas-agent: error: cannot serve on {options.host}:{options.port}: {error.strerror or error}",
               file=sys.stderr)
         return 2
     except Refusal as error:
-        print(f"eas-device: error: {error}", file=sys.stderr)
+        print(f"eas-agent: error: {error}", file=sys.stderr)
         return 2
     return 0
 

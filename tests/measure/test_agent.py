@@ -1,9 +1,10 @@
-"""The measuring agent (`eas device serve` / `eas-device serve`) as a real process on 127.0.0.1,
+"""The measuring agent (`eas agent serve` / `eas-agent serve`) as a real process on 127.0.0.1,
 pinned to one core like a small target, with torch and EAS made unimportable for it: it needs
 ONNX Runtime and numpy only. What it refuses, how it queues, and how a client rides out its
 death (kill -9 mid-measurement) and restart."""
 
 import io
+import json
 import os
 import shutil
 import signal
@@ -19,9 +20,9 @@ import torch
 from eas.arch.builder import build
 from eas.arch.genome import Arch
 from eas.measure.runtime import to_onnx
-from eas_device import client
-from eas_device.agent import Agent, Refusal
-from eas_device.measure import Limits
+from eas_agent import client
+from eas_agent.agent import Agent, Refusal
+from eas_agent.measure import Limits
 from tests.conftest import ROOT, assert_user_error, free_port, run_eas
 
 pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
@@ -45,7 +46,7 @@ def blocker(folder: Path) -> Path:
 
 
 class AgentProcess:
-    """`python -m eas_device serve` on a free port, on core 1 where taskset and a second core exist."""
+    """`python -m eas_agent serve` on a free port, on core 1 where taskset and a second core exist."""
 
     def __init__(self, tmp_path: Path, *args: str, port: int | None = None):
         self.port = port or free_port()
@@ -55,9 +56,9 @@ class AgentProcess:
 
     def start(self) -> None:
         pin = ["taskset", "-c", "1"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-        env = {**os.environ, "EAS_DEVICE_TOKEN": TOKEN, "PYTHONPATH": str(blocker(self.tmp_path / "blocked"))}
+        env = {**os.environ, "EAS_AGENT_TOKEN": TOKEN, "PYTHONPATH": str(blocker(self.tmp_path / "blocked"))}
         self.log = open(self.tmp_path / f"agent-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
-        self.process = subprocess.Popen([*pin, sys.executable, "-m", "eas_device", "serve", "--port",
+        self.process = subprocess.Popen([*pin, sys.executable, "-m", "eas_agent", "serve", "--port",
                                          str(self.port), *self.args], cwd=self.tmp_path, env=env,
                                         stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_until(lambda: "serving" in Path(self.log.name).read_text(), "the agent to serve")
@@ -81,7 +82,7 @@ class AgentProcess:
 
 @pytest.fixture
 def agent(tmp_path, monkeypatch):
-    monkeypatch.setenv("EAS_DEVICE_TOKEN", TOKEN)
+    monkeypatch.setenv("EAS_AGENT_TOKEN", TOKEN)
     running = AgentProcess(tmp_path)
     yield running
     running.stop()
@@ -100,12 +101,24 @@ def test_the_agent_serves_without_torch_or_eas_on_127_0_0_1_and_times_a_model(ag
     assert answer["provenance"]["threads"] == 1 and answer["provenance"]["batch"] == [1, 8]
 
 
+def test_the_older_spellings_still_reach_the_agent(agent, monkeypatch, tmp_path):
+    """`eas device info --device URL` and $EAS_DEVICE_TOKEN: set-ups written before the agent had
+    its own name (eas agent, --target, $EAS_AGENT_TOKEN) keep working."""
+    monkeypatch.delenv("EAS_AGENT_TOKEN")
+    env = {"EAS_DEVICE_TOKEN": TOKEN}
+    old = run_eas("device", "info", "--device", agent.url, "--json", env=env, cwd=tmp_path)
+    new = run_eas("agent", "info", "--target", agent.url, "--json", env=env, cwd=tmp_path)
+    assert old.returncode == 0 and new.returncode == 0, old.stderr + new.stderr
+    assert json.loads(old.stdout)["agent"] == json.loads(new.stdout)["agent"]
+    assert "device" not in run_eas("--help").stdout.split("Commands")[-1]  # hidden: one name shown
+
+
 def test_the_agent_refuses_a_missing_or_wrong_token(agent, monkeypatch):
     for token in ("", "wrong-token"):
-        monkeypatch.setenv("EAS_DEVICE_TOKEN", token)
-        with pytest.raises(client.DeviceRefused, match="refused the token"):
+        monkeypatch.setenv("EAS_AGENT_TOKEN", token)
+        with pytest.raises(client.AgentRefused, match="refused the token"):
             client.info(agent.url)
-        with pytest.raises(client.DeviceRefused, match="refused the token"):
+        with pytest.raises(client.AgentRefused, match="refused the token"):
             client.measure(agent.url, onnx_of(SMALL), 1, 8, wait=0)
 
 
@@ -129,14 +142,14 @@ def test_the_agent_refuses_what_it_should_in_one_line(agent, tmp_path):
         (_onnx_with_input([1, 3, 32, 32], TensorProto.FLOAT), "dynamic batch"),
     ]
     for model, reason in cases:
-        with pytest.raises(client.DeviceRefused, match=reason) as refused:
+        with pytest.raises(client.AgentRefused, match=reason) as refused:
             client.measure(agent.url, model, 1, 8, wait=0)
         assert "\n" not in str(refused.value)
-    with pytest.raises(client.DeviceRefused, match="threads must be"):
+    with pytest.raises(client.AgentRefused, match="threads must be"):
         client.measure(agent.url, onnx_of(SMALL), 999, 8, wait=0)
     small = AgentProcess(tmp_path, "--max-model-mb", "0.001")
     try:
-        with pytest.raises(client.DeviceRefused, match="bytes is over the limit"):
+        with pytest.raises(client.AgentRefused, match="bytes is over the limit"):
             client.measure(small.url, onnx_of(SMALL), 1, 8, wait=0)
     finally:
         small.stop()
@@ -182,7 +195,7 @@ def test_a_client_rides_out_a_kill_9_mid_measurement_and_the_restart(agent):
     def ask() -> None:
         try:
             answers.append(client.measure(agent.url, big, 1, 32, wait=300))
-        except client.DeviceError as error:
+        except client.AgentError as error:
             errors.append(error)
 
     asking = threading.Thread(target=ask)
@@ -198,18 +211,18 @@ def test_a_client_rides_out_a_kill_9_mid_measurement_and_the_restart(agent):
 def test_a_device_gone_for_longer_than_the_wait_is_a_clear_error_not_a_hang(agent):
     agent.kill()
     began = time.monotonic()
-    with pytest.raises(client.DeviceUnavailable, match=r"unreachable.*waited 2 s"):
+    with pytest.raises(client.AgentUnavailable, match=r"unreachable.*waited 2 s"):
         client.measure(agent.url, onnx_of(SMALL), 1, 8, wait=2)
     assert time.monotonic() - began < 60
 
 
 def test_the_agent_wheel_needs_no_torch(tmp_path):
-    dist, source = tmp_path / "dist", tmp_path / "eas_device"
-    shutil.copytree(ROOT / "eas_device", source, ignore=shutil.ignore_patterns("__pycache__"))  # builds there
+    dist, source = tmp_path / "dist", tmp_path / "eas_agent"
+    shutil.copytree(ROOT / "eas_agent", source, ignore=shutil.ignore_patterns("__pycache__"))  # builds there
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(dist), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    wheel = next(dist.glob("eas_device-*.whl"))
+    wheel = next(dist.glob("eas_agent-*.whl"))
     import zipfile
 
     with zipfile.ZipFile(wheel) as archive:
@@ -217,17 +230,17 @@ def test_the_agent_wheel_needs_no_torch(tmp_path):
         requires = [line.split(":", 1)[1].strip().split(">")[0].split("=")[0]
                     for line in archive.read(metadata).decode().splitlines() if line.startswith("Requires-Dist")]
         assert sorted(requires) == ["numpy", "onnxruntime"]
-        assert all(n.startswith("eas_device") for n in archive.namelist())
+        assert all(n.startswith("eas_agent") for n in archive.namelist())
 
 
 
 def _search_on(agent, tmp_path, trials: int, wait: int) -> subprocess.Popen:
-    env = {**os.environ, "EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_DEVICE_TOKEN": TOKEN,
-           "EAS_DEVICE_WAIT": str(wait), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_AGENT_TOKEN": TOKEN,
+           "EAS_AGENT_WAIT": str(wait), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "eas", "search", "--space", "tiny", "--data", "digits",
                              "--epochs", "1", "--trials", str(trials), "--rungs", "1", "--sampler", "random",
                              "--no-warm-start", "--objectives", "accuracy,latency", "--study", "d", "--quiet",
-                             "--device", agent.url], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             "--target", agent.url], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -289,15 +302,20 @@ def test_a_device_gone_while_the_study_is_set_up_stops_the_search_and_leaves_no_
 
 
 def test_a_search_refuses_an_agent_it_cannot_reach_or_that_refuses_its_token(agent, tmp_path):
-    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_DEVICE_TOKEN": "wrong"}
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies"), "EAS_AGENT_TOKEN": "wrong"}
     common = ["search", "--space", "tiny", "--data", "digits", "--trials", "1", "--study", "r", "--quiet"]
-    assert_user_error(run_eas(*common, "--device", agent.url, env=env, cwd=tmp_path), "refused the token")
+    assert_user_error(run_eas(*common, "--target", agent.url, env=env, cwd=tmp_path), "refused the token")
     agent.kill()
-    env["EAS_DEVICE_TOKEN"] = TOKEN
-    assert_user_error(run_eas(*common, "--device", agent.url, env=env, cwd=tmp_path), "unreachable")
-    assert_user_error(run_eas(*common, "--device", "http://", env=env, cwd=tmp_path), "must look like")
-    assert_user_error(run_eas(*common, "--device", "http://me:secret@127.0.0.1:9", env=env, cwd=tmp_path),
+    env["EAS_AGENT_TOKEN"] = TOKEN
+    assert_user_error(run_eas(*common, "--target", agent.url, env=env, cwd=tmp_path), "unreachable")
+    assert_user_error(run_eas(*common, "--target", "http://", env=env, cwd=tmp_path), "must look like")
+    assert_user_error(run_eas(*common, "--target", "http://me:secret@127.0.0.1:9", env=env, cwd=tmp_path),
                       "no credentials")
+    assert_user_error(run_eas(*common, "--target", agent.url, "--runtime", "torch", env=env, cwd=tmp_path),
+                      "drop --runtime torch")
+    # the URL as given before --target existed: still the agent's, and not given twice
     assert_user_error(run_eas(*common, "--device", agent.url, "--runtime", "torch", env=env, cwd=tmp_path),
                       "drop --runtime torch")
+    assert_user_error(run_eas(*common, "--device", agent.url, "--target", agent.url, env=env, cwd=tmp_path),
+                      "give the agent's URL once")
     assert not (tmp_path / "studies" / "r.db").exists()

@@ -2,7 +2,7 @@
 so that a model whose loading would take the machine's memory (constant folding can build a
 gigabyte from a 212-byte file) or time is refused and the agent goes on serving.
 
-The agent (eas_device.agent.MeasuringProcess) starts it, sends each request as one JSON line
+The agent (eas_agent.agent.MeasuringProcess) starts it, sends each request as one JSON line
 (threads, batch, energy seconds, model size) followed by the model's bytes, and reads one JSON
 line back: {"result": {...}} or {"status": N, "error": "..."}. When a measurement runs over its
 time, the agent kills this process (loading included) and starts another.
@@ -37,8 +37,8 @@ def limit_memory(max_bytes: int) -> None:
 def measure(onnx: bytes, threads: int, batch: int, energy_seconds: float, limits) -> dict:
     import onnxruntime
 
-    from eas_device.energy import joules_of
-    from eas_device.measure import checked_session, session, time_session
+    from eas_agent.energy import joules_of
+    from eas_agent.measure import checked_session, session, time_session
 
     started = time.perf_counter()
     checked, sample = checked_session(onnx, threads, batch, limits)
@@ -57,7 +57,7 @@ def measure(onnx: bytes, threads: int, batch: int, energy_seconds: float, limits
 def serve(stdin, stdout, limits, max_memory_bytes: int) -> None:
     import onnxruntime  # loaded before the limit is set: its libraries are not the model's
 
-    from eas_device.measure import ModelRefused
+    from eas_agent.measure import ModelRefused
 
     onnxruntime.set_default_logger_severity(4)  # a failure is answered to the client, not logged here
     limit_memory(max_memory_bytes)
@@ -90,7 +90,7 @@ def serve(stdin, stdout, limits, max_memory_bytes: int) -> None:
 
 
 def main() -> None:
-    from eas_device.measure import Limits
+    from eas_agent.measure import Limits
 
     settings = json.loads(sys.argv[1])
     serve(sys.stdin.buffer, sys.stdout, Limits(**settings["limits"]), settings["max_memory_bytes"])

@@ -1,6 +1,10 @@
-"""`eas device serve | info | calibrate`: the deployment target in the loop.
+"""`eas agent serve | info | calibrate`: the deployment target in the loop, through its agent.
 
-`serve` runs the measuring agent (eas_device.agent; the target needs only `pip install ./eas_device`,
+Words: the *target* is the machine a model is deployed on; the *agent* is the program that
+measures there (eas-agent); the *device* is where PyTorch runs (`--device cpu|cuda`). The older
+spellings (`eas device ...`, `--device URL`, $EAS_DEVICE_TOKEN) are still understood.
+
+`serve` runs the measuring agent (eas_agent.agent; the target needs only `pip install ./eas_agent`,
 no torch and no EAS); `info` asks an agent what it is; `calibrate` measures a sample of a space's
 networks there (or on this machine) and fits the latency predictor `eas search --predictor` uses.
 """
@@ -21,16 +25,17 @@ from eas.cli.options import DataOption, SeedOption, emit_json
 from eas.errors import UserError
 from eas.lazy import lazy_import
 
-agent = lazy_import("eas_device.agent")
-client = lazy_import("eas_device.client")
+agent = lazy_import("eas_agent.agent")
+client = lazy_import("eas_agent.client")
 space_files = lazy_import("eas.arch.space")
 datasets = lazy_import("eas.data.datasets")
 runtimes = lazy_import("eas.measure.runtime")
 calibration = lazy_import("eas.measure.calibration")
 predictors = lazy_import("eas.measure.predictor")
 
-UrlOption = Annotated[str, typer.Option("--device", help="The agent's URL, e.g. http://pi.local:8765 (token from "
-                                        "$EAS_DEVICE_TOKEN).")]
+UrlOption = Annotated[str, typer.Option("--target", "--device", help="The URL of the agent on the target, e.g. "
+                                        "http://pi.local:8765 (token from $EAS_AGENT_TOKEN; --device: the older "
+                                        "name).")]
 
 
 def serve_command(
@@ -45,7 +50,7 @@ def serve_command(
                                                  "answered 503.")] = 32,
 ) -> None:
     """Serve measurements to searches on this machine (the deployment target): ONNX Runtime only."""
-    try:  # the same checks as the standalone `eas-device serve`
+    try:  # the same checks as the standalone `eas-agent serve`
         options = agent.ServeOptions(host, port, max_model_mb, timeout,
                                      agent.half_the_memory_mb() if max_memory_mb is None else max_memory_mb,
                                      max_connections)
@@ -59,11 +64,11 @@ def serve_command(
         raise UserError(str(error)) from None
 
 
-def info_command(device: UrlOption, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """What the agent at --device is: runtime, provider, CPU, limits, queue."""
+def info_command(target: UrlOption, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """What the agent at --target is: runtime, provider, CPU, limits, queue."""
     try:
-        answer = client.info(device)
-    except (ValueError, client.DeviceError) as error:
+        answer = client.info(target)
+    except (ValueError, client.AgentError) as error:
         raise UserError(str(error)) from None
     if json_output:
         return emit_json(answer)
@@ -71,13 +76,14 @@ def info_command(device: UrlOption, json_output: Annotated[bool, typer.Option("-
         typer.echo(f"{key:10}{answer.get(key)}")
 
 
-def _default_out(space: str, device: str | None, threads: int) -> Path:
-    where = re.sub(r"[^A-Za-z0-9.-]+", "-", device.split("://", 1)[1]) if device else "local"
+def _default_out(space: str, target: str | None, threads: int) -> Path:
+    where = re.sub(r"[^A-Za-z0-9.-]+", "-", target.split("://", 1)[1]) if target else "local"
     return Path("studies") / "predictors" / f"{Path(space).stem}-{where}-{threads}t.json"
 
 
 def calibrate_command(
-    device: Annotated[str | None, typer.Option("--device", help="An agent's URL; omitted: this machine.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "--device", help="The URL of the agent on the target; "
+                                               "omitted: this machine (--device: the older name).")] = None,
     space: Annotated[str, typer.Option("--space", help="Space name or YAML file.")] = "mobile",
     data: DataOption = "fashion-mnist",
     n: Annotated[int, typer.Option("--n", help="Networks to measure (a fifth is held out).", min=20,
@@ -87,18 +93,18 @@ def calibrate_command(
     out: Annotated[Path | None, typer.Option("--out", help="Where to write the predictor (JSON).")] = None,
     seed: SeedOption = 0,
 ) -> None:
-    """Measure --n random networks of a space and fit the latency predictor for that device."""
-    runtime = runtimes.Runtime.parse("onnxruntime", threads, 32, device)
+    """Measure --n random networks of a space and fit the latency predictor for that target."""
+    runtime = runtimes.Runtime.parse("onnxruntime", threads, 32, target)
     loaded = space_files.load_space(space)
     task = datasets.load_dataset(data, seed=seed)
     loaded = loaded.for_task(task.input_shape)
-    target = out or _default_out(space, runtime.device, threads)
-    if target.exists() and not target.is_file():
-        raise UserError(f"--out {target} is not a file")
-    if runtime.device:
+    written = out or _default_out(space, runtime.target, threads)
+    if written.exists() and not written.is_file():
+        raise UserError(f"--out {written} is not a file")
+    if runtime.target:
         try:
-            client.info(runtime.device)
-        except client.DeviceError as error:
+            client.info(runtime.target)
+        except client.AgentError as error:
             raise UserError(str(error)) from None
     began = time.monotonic()
 
@@ -108,17 +114,17 @@ def calibrate_command(
 
     try:
         predictor = calibration.calibrate(loaded, task.input_shape, task.num_classes, runtime, n, seed, progress)
-    except client.DeviceError as error:
+    except client.AgentError as error:
         raise UserError(str(error)) from None
     print(file=sys.stderr)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.with_name(f".{target.name}.{os.getpid()}")
+    written.parent.mkdir(parents=True, exist_ok=True)
+    scratch = written.with_name(f".{written.name}.{os.getpid()}")
     scratch.write_text(json.dumps(predictor.to_dict()))
-    scratch.replace(target)  # atomic: a predictor file is whole or absent
+    scratch.replace(written)  # atomic: a predictor file is whole or absent
     compared = ", ".join(f"{kind} {share:.0%}" for kind, share in predictor.compared.items())
     typer.echo(f"measured {n} networks of {loaded.name} on {predictor.runtime.get('device')} in "
                f"{predictor.runtime.get('runtime')}, {threads} thread(s), in {time.monotonic() - began:.0f} s")
     typer.echo(f"kept the {predictor.kind} predictor (cross-validated share within +-10%: {compared})")
     typer.echo(f"held out: {predictors.PredictionError(**predictor.error).text()}")
-    typer.echo(f"wrote {target}  (use: eas search --predictor {target}"
-               + (f" --device {runtime.device})" if runtime.device else ")"))
+    typer.echo(f"wrote {written}  (use: eas search --predictor {written}"
+               + (f" --target {runtime.target})" if runtime.target else ")"))

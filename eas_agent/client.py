@@ -1,8 +1,8 @@
-"""Talking to an eas-device agent: what EAS's search and calibration use (standard library only).
+"""Talking to an agent (eas-agent): what EAS's search and calibration use (standard library only).
 
 A device that goes away is waited for: connection failures, a busy queue and a measurement cut
 off by the agent's restart are retried with backoff for up to `wait` seconds, then reported as
-DeviceUnavailable with the last reason, never a hang. A refusal (wrong token, a model over the
+AgentUnavailable with the last reason, never a hang. A refusal (wrong token, a model over the
 agent's limits) is not retried.
 """
 
@@ -16,15 +16,15 @@ import urllib.request
 from urllib.parse import urlencode, urlsplit
 
 
-class DeviceError(Exception):
+class AgentError(Exception):
     """The device cannot give this measurement; the message is one line."""
 
 
-class DeviceRefused(DeviceError):
+class AgentRefused(AgentError):
     pass
 
 
-class DeviceUnavailable(DeviceError):
+class AgentUnavailable(AgentError):
     pass
 
 
@@ -34,16 +34,22 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
     except ValueError:
-        raise ValueError(f"device URL {url[:80]!r} must look like http://host:port") from None
+        raise ValueError(f"agent URL {url[:80]!r} must look like http://host:port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query:
-        raise ValueError(f"device URL {url[:80]!r} must look like http://host:port")
+        raise ValueError(f"agent URL {url[:80]!r} must look like http://host:port")
     if parts.username or parts.password:  # a URL is stored with the study and shown: no secrets in it
-        raise ValueError("put no credentials in the device URL: the token comes from $EAS_DEVICE_TOKEN")
+        raise ValueError("put no credentials in the agent URL: the token comes from $EAS_AGENT_TOKEN")
     return url.rstrip("/")
 
 
+def setting(name: str, default: str = "") -> str:
+    """$EAS_AGENT_<name>, or its older spelling $EAS_DEVICE_<name>: set-ups made before the agent
+    had its own name keep working."""
+    return os.environ.get(f"EAS_AGENT_{name}", os.environ.get(f"EAS_DEVICE_{name}", default))
+
+
 def token() -> str:
-    return os.environ.get("EAS_DEVICE_TOKEN", "").strip()
+    return setting("TOKEN").strip()
 
 
 def _request(url: str, path: str, body: bytes | None, timeout: float) -> dict:
@@ -59,14 +65,14 @@ def _request(url: str, path: str, body: bytes | None, timeout: float) -> dict:
         except (ValueError, AttributeError, OSError):
             reason = error.reason
         if error.code == 401:
-            raise DeviceRefused(f"device {url} refused the token: set EAS_DEVICE_TOKEN to the agent's token") \
+            raise AgentRefused(f"device {url} refused the token: set EAS_AGENT_TOKEN to the agent's token") \
                 from None
         if error.code >= 500:
-            raise DeviceUnavailable(f"device {url}: {reason}") from None
-        raise DeviceRefused(f"device {url} refused the model: {reason}") from None
+            raise AgentUnavailable(f"device {url}: {reason}") from None
+        raise AgentRefused(f"device {url} refused the model: {reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:  # refused, reset, timed out, cut short
         reason = getattr(error, "reason", error)
-        raise DeviceUnavailable(f"device {url} unreachable: {reason}") from None
+        raise AgentUnavailable(f"device {url} unreachable: {reason}") from None
 
 
 def _retrying(url: str, path: str, body: bytes | None, timeout: float, wait: float, sleep=time.sleep) -> dict:
@@ -74,9 +80,9 @@ def _retrying(url: str, path: str, body: bytes | None, timeout: float, wait: flo
     while True:
         try:
             return _request(url, path, body, timeout)
-        except DeviceUnavailable as error:
+        except AgentUnavailable as error:
             if time.monotonic() + pause > give_up:
-                raise DeviceUnavailable(f"{error} (waited {wait:.0f} s)") from None
+                raise AgentUnavailable(f"{error} (waited {wait:.0f} s)") from None
             sleep(pause)
             pause = min(2 * pause, 15.0)
 

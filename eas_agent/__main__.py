@@ -1,0 +1,5 @@
+import sys
+
+from eas_agent.agent import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from eas_device.agent import main
-
-sys.exit(main())
