@@ -163,7 +163,7 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     refused = run_eas("verify", "s", "--baselines", "mobilenet_v3_small@0.35", "--seeds", "1", env=env, cwd=tmp_path)
     assert_user_error(refused, "at least 2 seeds")
     assert_user_error(run_eas("verify", "s", "--baselines", "mobilenet_v2@abc", env=env, cwd=tmp_path), "abc")
-    args = ["verify", "s", "--top", "2", "--factor", "3", "--baselines", "mobilenet_v3_small@0.35",
+    args = ["verify", "s", "--top", "2", "--factor", "1", "--baselines", "mobilenet_v3_small@0.35",
             "--augment", "auto", "--json"]
     earlier = _stored_runs(studies / "s.db")  # another test's plain verify of the shared study may have stored some
     process = subprocess.Popen([*EAS, *args], cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.DEVNULL,

@@ -15,7 +15,9 @@ from eas.arch.elastic import Supernet, sort_channels
 from eas.arch.space import load_space
 from tests.conftest import EAS, ROOT, assert_user_error, run_eas
 
-pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
+# agent processes, supernet training: end-to-end; one test process runs them all, so the module's
+# trained supernet is trained once, not once per process (./scripts/test.sh: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("supernet")]
 
 
 def _random_archs(supernet, count, seed=0):
