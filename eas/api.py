@@ -117,7 +117,7 @@ def _sampler(sampler) -> tuple[str, object | None]:
     if not all(callable(getattr(sampler, m, None)) for m in ("sample_relative", "sample_independent")):
         raise UserError(f"sampler must be a name (tpe, evolution, nsga2, gp, random) or an Optuna sampler instance "
                         f"(got {type(sampler).__name__})")
-    return f"{session.PYTHON_SAMPLER}{type(sampler).__name__}", sampler
+    return f"{session.FROM_PYTHON}{type(sampler).__name__}", sampler
 
 
 def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *, budget: str | None = None,
@@ -159,7 +159,12 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
     """
     passive_threads()
     if evaluator is not None:
+        if not callable(evaluator):
+            raise UserError(f"evaluator must be a function of the architecture (got {type(evaluator).__name__})")
         options.setdefault("rungs", 1)  # each candidate is evaluated once: there is nothing to train in rungs
+        # stored with the study: resuming it without one (or a worker joining it) is refused, since
+        # trained accuracies and the evaluator's must never mix in one front
+        options["evaluator"] = session.FROM_PYTHON + getattr(evaluator, "__qualname__", type(evaluator).__name__)
     sampler_name, instance = _sampler(sampler)
     request = session.SearchRequest.make(
         space=space, data=_data_spec(data), budget=budget, trials=trials, cpu_budget=cpu_budget,

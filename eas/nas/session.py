@@ -44,7 +44,8 @@ OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="
                max_latency=None, max_memory=None, sampler="tpe", rungs=3, eta=3, population=16, seed=0, study=None,
                storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
                max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
-               queue=False, runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None, supernet=None)
+               queue=False, evaluator="", runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None,
+               supernet=None)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class SearchRequest:
                             "--workers")
         objectives = parse_objectives(o["objectives"])
         constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
-        if o["sampler"] not in SAMPLERS and not str(o["sampler"]).startswith(PYTHON_SAMPLER):
+        if o["sampler"] not in SAMPLERS and not str(o["sampler"]).startswith(FROM_PYTHON):
             raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(SAMPLERS)})")
         fidelity = Fidelity(epochs=o["epochs"], subset=o["subset"], max_steps=o["max_steps"],
                             batch_size=o["batch_size"], lr=o["lr"], precision=o["precision"])
@@ -99,7 +100,7 @@ class SearchRequest:
                    runtime, o)
 
 
-PYTHON_SAMPLER = "python:"  # a sampler instance given from Python: stored by its class name
+FROM_PYTHON = "python:"  # a sampler or an evaluator given from Python: stored by its name
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def settings_for(request: SearchRequest, space: Space, task: Dataset, supernet: 
                                  population=o["population"], input_shape=task.input_shape,
                                  num_classes=task.num_classes,
                                  multi_fidelity=ladder.to_dict() if o["rungs"] > 1 and not supernet else {},
-                                 runtime=request.runtime.to_dict(), supernet=supernet)
+                                 runtime=request.runtime.to_dict(), supernet=supernet, evaluator=o["evaluator"])
 
 
 def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) -> OpenedStudy:
@@ -171,9 +172,13 @@ def join_study(url: str, name: str, heartbeat: int | None = 10, storage=None,
     its one `storage` for every study it serves, and `load_task(data, seed)` to share a loaded
     dataset between studies."""
     found, settings, reader, storage = join(url, name, heartbeat, storage)
-    if settings.sampler.startswith(PYTHON_SAMPLER):
+    if settings.sampler.startswith(FROM_PYTHON):
         raise UserError(f"study {name!r} proposes with a sampler given from Python ({settings.sampler}); join it "
                         "from Python with eas.search(..., sampler=<the same sampler>)")
+    if settings.evaluator:
+        raise UserError(f"study {name!r} evaluates candidates with a function given from Python "
+                        f"({settings.evaluator}) instead of training them; join it from Python with "
+                        "eas.search(..., evaluator=<the same function>)")
     task = (load_task or _load_task)(settings.data, settings.seed)
     space = space_from_definition(settings.space, source=f"study {name}").for_task(task.input_shape)
     return OpenedStudy(found, False, settings, space, task, reader, storage, None, None)

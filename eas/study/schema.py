@@ -57,7 +57,8 @@ def check_schema(stored: object, name: str) -> int:
 # The type each stored setting must have (anyone with access can write a shared study).
 SETTING_TYPES = {"space_name": str, "space": dict, "data": str, "objectives": list, "constraints": dict,
                  "fidelity": dict, "sampler": str, "seed": int, "device": str, "meter": str, "warm_start": bool,
-                 "population": int, "multi_fidelity": dict, "runtime": dict, "supernet": dict}
+                 "population": int, "multi_fidelity": dict, "runtime": dict, "supernet": dict,
+                 "evaluator": str}
 EAGER_TORCH = {"name": "torch", "threads": None, "batch": 32}
 
 
@@ -130,11 +131,14 @@ class SearchSettings:
     # One-shot search (eas.nas.one_shot): {"path", "hash", "trust"} of the supernet every
     # candidate inherits its weights from; empty: candidates are trained.
     supernet: dict = field(default_factory=dict)
+    # An evaluation given from Python instead of training (eas.search(evaluator=...)), by its
+    # name, "python:<name>"; empty: candidates are trained. A worker cannot rebuild it.
+    evaluator: str = ""
 
     # What must match when a study is resumed: anything that changes what a result means
     # (the seed fixes the train/validation split and each candidate's initialisation).
     MUST_MATCH = ("space", "data", "objectives", "constraints", "fidelity", "seed", "multi_fidelity", "runtime",
-                  "supernet")
+                  "supernet", "evaluator")
 
     def to_dict(self) -> dict:
         shape = list(self.input_shape) if self.input_shape else None

@@ -67,6 +67,22 @@ def test_any_optuna_sampler_proposes_and_a_worker_cannot_join_without_it(studies
         session.join_study(result.storage, "s")
 
 
+def test_a_study_of_an_evaluator_is_never_resumed_or_joined_by_training(studies):
+    """Its accuracies are the evaluator's: trained ones must never join the same front."""
+    result = eas.search(**FAST, trials=2, study="e", evaluator=by_width)
+    assert load_study(result.storage, "e").settings["evaluator"] == "python:by_width"
+    with pytest.raises(UserError, match="different .*evaluator"):
+        eas.search(**FAST, trials=1, study="e")  # without it: candidates would be trained
+    with pytest.raises(UserError, match="function given from Python"):
+        session.join_study(result.storage, "e")
+    with pytest.raises(UserError, match="evaluator must be a function"):
+        eas.search(**FAST, trials=1, study="e2", evaluator=0.9)
+    trained = eas.search(**FAST, trials=1, study="t", epochs=0.05, rungs=1)
+    with pytest.raises(UserError, match="different .*evaluator"):
+        eas.search(**FAST, trials=1, study="t", evaluator=by_width)  # nor the other way round
+    assert len(load_study(trained.storage, "t").records) == 1
+
+
 def test_an_evaluator_that_fails_makes_a_failed_trial_with_the_reason_and_the_search_goes_on(studies):
     answers = iter([0.7, math.nan, "high", RuntimeError("no GPU here"), {"accuracy": 2.0}, 0.8, 0.6, 0.75])
 
