@@ -74,7 +74,7 @@ def search_efficiency_table(config: str = "mobile", results: Path = units.RESULT
                      _spread([r["figures"]["trials"] for r in ran], 0)])
     for row, method in zip(rows, search_efficiency.METHODS, strict=True):
         base = finals.get("random")
-        row.insert(7, f"{statistics.median(finals[method]) / statistics.median(base):.2f}x"
+        row.insert(6, f"{statistics.median(finals[method]) / statistics.median(base):.2f}x"
                    if base and finals[method] and statistics.median(base) else "-")
     shares = [f"HV @ {share:.0%} CPU" for share in search_efficiency.SHARES]
     lines += units.code_block(table(rows, ["method", "seeds", *shares, "final HV", "vs random", "full-fidelity results",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,26 @@ def test_an_unknown_table_in_the_docs_is_refused_in_one_line(tmp_path):
     (root / "docs" / "extra.md").write_text("<!-- table: nothing/here -->\n<!-- end table -->\n")
     with pytest.raises(SystemExit, match="no benchmark makes table 'nothing/here'"):
         tables.main(["--check", "--root", str(root)])
+
+
+def test_each_search_efficiency_figure_stands_under_its_heading():
+    """Read back by heading: each method's trial count and full-fidelity count are its results'."""
+    text = tables.search_efficiency_table("mobile")
+    block = [line[4:] for line in text.splitlines() if line.startswith("    ")]
+    heading = block[0]
+    columns = [heading.index(name) for name in ("final HV", "vs random", "full-fidelity results", "trials")]
+    done, _ = units.load_results(search_efficiency.benchmark("mobile"), units.RESULTS)
+    for line in block[2:]:
+        method = line.split()[0]
+        final, ratio, counts, trials = (line[a:b].strip() for a, b in zip(columns, columns[1:] + [None]))
+        ran = [r for r in done.values() if r["settings"].get("method") == method]
+        if not ran:
+            assert final == counts == trials == "-"
+            continue
+        assert int(trials.split()[0]) == int(statistics.median(r["figures"]["trials"] for r in ran))
+        assert counts == f"{min(r['figures']['full_fidelity_results'] for r in ran)}-" \
+                         f"{max(r['figures']['full_fidelity_results'] for r in ran)}"
+        assert ratio == "-" or ratio.endswith("x")
 
 
 def test_search_efficiency_lists_its_units():
