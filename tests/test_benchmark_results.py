@@ -153,7 +153,7 @@ def test_each_search_efficiency_figure_stands_under_its_heading():
     done, _ = units.load_results(search_efficiency.benchmark("mobile"), units.RESULTS)
     for line in block[2:]:
         method = line.split()[0]
-        final, ratio, counts, trials = (line[a:b].strip() for a, b in zip(columns, columns[1:] + [None]))
+        final, ratio, counts, trials = (line[a:b].strip() for a, b in zip(columns, [*columns[1:], None], strict=True))
         ran = [r for r in done.values() if r["settings"].get("method") == method]
         if not ran:
             assert final == counts == trials == "-"
