@@ -7,13 +7,15 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from datetime import timezone
 
 import optuna
 import pytest
+import sqlalchemy
 
 from tests.conftest import assert_user_error, run_eas
-from tests.study.test_postgres_workers import postgres, study_name  # noqa: F401  (fixtures)
+from tests.study.test_postgres_workers import URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 FAST = ("--space", "tiny", "--data", "digits", "--epochs", "2", "--rungs", "1", "--no-warm-start", "--quiet")
@@ -41,14 +43,37 @@ def start_times(name, url):
 
 
 @pytest.fixture
-def second_study(postgres):  # noqa: F811
+def postgres():
+    """A database of its own on the PostgreSQL server: a pool worker serves every study of its
+    storage, so it must not meet the studies of tests running beside it (nor they its workers)."""
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT")
+    try:
+        admin.connect().close()
+    except Exception as error:  # CI starts the server; a developer machine may not have one
+        pytest.skip(f"PostgreSQL not reachable at {URL}: {error}")
+    name = f"eas_pool_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    yield sqlalchemy.make_url(URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:  # FORCE: a worker left behind by a failed test holds a connection
+        connection.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def study_name(postgres):
+    return f"pg-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def second_study(postgres):
     name = f"pg2-{time.time_ns() % 10**10}"
     yield name
     with contextlib.suppress(KeyError):
         optuna.delete_study(study_name=name, storage=postgres)
 
 
-def test_two_queued_studies_are_served_by_two_pool_workers_each_within_its_budget(postgres, study_name,  # noqa: F811
+def test_two_queued_studies_are_served_by_two_pool_workers_each_within_its_budget(postgres, study_name,
                                                                                     second_study):
     by_trials, by_time = study_name, second_study
     queue(by_trials, postgres, "--trials", "10")
@@ -79,7 +104,7 @@ def test_two_queued_studies_are_served_by_two_pool_workers_each_within_its_budge
     assert served[by_trials] | served[by_time] == pids  # both workers worked
 
 
-def test_stop_and_resume_without_killing_the_worker(postgres, study_name):  # noqa: F811
+def test_stop_and_resume_without_killing_the_worker(postgres, study_name):
     queue(study_name, postgres, "--trials", "500")
     worker = pool_worker(postgres, "--wait", "--seed", "3")
     said: list[str] = []  # its stderr, line by line, as it comes
