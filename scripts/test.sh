@@ -13,9 +13,7 @@ ruff check .
 mypy                                               # the public modules' types (pyproject.toml)
 NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$(mktemp -d)"   # the docs build, links and all
 # Two test processes (pytest-xdist): the whole suite took 17 minutes instead of 27 on these 2 cores.
-# loadgroup: a module marked xdist_group runs in one process, so its module-wide fixture (a trained
-# supernet, a trained model) is built once rather than once per process.
-XDIST=(-n auto --dist loadgroup)
+XDIST=(-n auto)
 if [[ " $* " == *" -m "* || " $* " == *" -k "* || " $* " == *"tests/"* ]]; then
   python -m pytest "${XDIST[@]}" "$@"                      # a tier or tests of your own choosing
 else

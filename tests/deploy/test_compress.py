@@ -16,11 +16,11 @@ from tests.conftest import assert_user_error, run_eas
 ATTENTION_GENOME = ("stem_c16_k3_s1_hswish-ds_r2_k5_s2_c24_hswish-ir_r2_k3_s2_e4_c32_relu6"
                     "-la_r1_s1_c32_h4_f2_gelu-head_c64_f0_relu_d0")
 PLAIN_GENOME = "stem_c16_k3_s1_relu-ir_r2_k3_s2_e3_c24_relu6-ds_r1_k3_s1_c40_hswish-head_c48_f0_relu_d0"
-# one test process runs this module, so its trained model is trained once (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("compress")
 
 
-@pytest.fixture(scope="module")
+# session, not module: under xdist a test of another module often runs in between, and pytest
+# then tears a module fixture down; per test process it is trained at most once
+@pytest.fixture(scope="session")
 def trained(knee_export, tmp_path_factory):
     """The knee of the shared digits study, exported and trained by the CLI."""
     folder = tmp_path_factory.mktemp("compress") / "knee"

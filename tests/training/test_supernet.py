@@ -15,9 +15,7 @@ from eas.arch.elastic import Supernet, sort_channels
 from eas.arch.space import load_space
 from tests.conftest import EAS, ROOT, assert_user_error, run_eas
 
-# agent processes, supernet training: end-to-end; one test process runs them all, so the module's
-# trained supernet is trained once, not once per process (./scripts/test.sh: --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("supernet")]
+pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
 
 
 def _random_archs(supernet, count, seed=0):
@@ -93,7 +91,9 @@ def test_sorting_channels_keeps_every_function_of_the_largest_network():
     assert torch.equal(optimizer.state[project]["exp_avg"], project.detach())  # moments moved with them
 
 
-@pytest.fixture(scope="module")
+# session, not module: under xdist a test of another module often runs in between, and pytest
+# then tears a module fixture down; per test process it is trained at most once
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """A tiny supernet trained on digits by the CLI, with its trust measured on 3 sub-networks."""
     root = tmp_path_factory.mktemp("supernet")
