@@ -70,7 +70,7 @@ def half_the_memory_mb() -> float:
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """What both faces (`eas-agent serve`, `eas device serve`) accept, checked in one place."""
+    """What both faces (`eas-agent serve`, `eas agent serve`) accept, checked in one place."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT

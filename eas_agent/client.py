@@ -1,6 +1,6 @@
 """Talking to an agent (eas-agent): what EAS's search and calibration use (standard library only).
 
-A device that goes away is waited for: connection failures, a busy queue and a measurement cut
+An agent that goes away is waited for: connection failures, a busy queue and a measurement cut
 off by the agent's restart are retried with backoff for up to `wait` seconds, then reported as
 AgentUnavailable with the last reason, never a hang. A refusal (wrong token, a model over the
 agent's limits) is not retried.
@@ -17,7 +17,7 @@ from urllib.parse import urlencode, urlsplit
 
 
 class AgentError(Exception):
-    """The device cannot give this measurement; the message is one line."""
+    """The agent cannot give this measurement; the message is one line."""
 
 
 class AgentRefused(AgentError):
@@ -65,14 +65,14 @@ def _request(url: str, path: str, body: bytes | None, timeout: float) -> dict:
         except (ValueError, AttributeError, OSError):
             reason = error.reason
         if error.code == 401:
-            raise AgentRefused(f"device {url} refused the token: set EAS_AGENT_TOKEN to the agent's token") \
+            raise AgentRefused(f"the agent at {url} refused the token: set EAS_AGENT_TOKEN to the agent's token") \
                 from None
         if error.code >= 500:
-            raise AgentUnavailable(f"device {url}: {reason}") from None
-        raise AgentRefused(f"device {url} refused the model: {reason}") from None
+            raise AgentUnavailable(f"the agent at {url}: {reason}") from None
+        raise AgentRefused(f"the agent at {url} refused the model: {reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:  # refused, reset, timed out, cut short
         reason = getattr(error, "reason", error)
-        raise AgentUnavailable(f"device {url} unreachable: {reason}") from None
+        raise AgentUnavailable(f"the agent at {url} unreachable: {reason}") from None
 
 
 def _retrying(url: str, path: str, body: bytes | None, timeout: float, wait: float, sleep=time.sleep) -> dict:
