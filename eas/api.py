@@ -98,7 +98,7 @@ def _data_spec(data) -> str:
     return f"npz:{path}"
 
 
-LIMITS = ("max_macs", "max_params", "max_latency", "max_memory")
+LIMITS = ("max_macs", "max_params", "max_latency", "max_memory", "max_sram", "max_flash")
 
 
 def _limits(constraints: dict | None) -> dict[str, str | None]:
@@ -137,7 +137,8 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
         cpu_budget: CPU time of this process, e.g. "50m": it holds on a busy machine.
         objectives: names from `eas.objectives.OBJECTIVES`, accuracy first.
         constraints: limits, e.g. {"max_macs": "20M", "max_params": "500k", "max_latency": "5ms",
-            "max_memory": "2MB"}: proposals over a counted limit are never trained.
+            "max_memory": "2MB", "max_sram": "64kB", "max_flash": "256kB"}: proposals over a counted
+            limit are never trained.
         study: the study's name (default `<space>-<data>`); the same name and settings resume it.
         storage: a SQLAlchemy URL (default a SQLite file under studies/, or $EAS_STORAGE).
         sampler: a name (tpe, evolution, nsga2, gp, random) or any Optuna sampler instance (the

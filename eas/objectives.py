@@ -1,8 +1,8 @@
 """The registry of objectives (what a search optimises) and the hard constraints.
 
 An objective names a metric of `eas.nas.candidate.Metrics`, a direction and a unit. Constraints are
-upper limits on metrics; the cheap ones (MACs, params, memory, latency) are known before any
-training, so an infeasible candidate costs milliseconds.
+upper limits on metrics; the cheap ones (MACs, params, memory, SRAM, flash, latency) are known
+before any training, so an infeasible candidate costs milliseconds.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in [
     Objective("energy", "inference_energy_j_per_1k", "minimize", "J/1k", "inference energy per 1000 samples"),
     Objective("latency", "latency_ms", "minimize", "ms", "median latency at batch 1"),
     Objective("memory", "memory_bytes_inference", "minimize", "B", "inference memory at batch 1"),
+    Objective("sram", "sram_bytes", "minimize", "B", "microcontroller SRAM: the int8 activations' arena"),
+    Objective("flash", "flash_bytes", "minimize", "B", "microcontroller flash: the int8 model file"),
     Objective("train_energy", "train_energy_j", "minimize", "J", "energy of the proxy training"),
 ]}
 DEFAULT_OBJECTIVES = ("accuracy", "macs", "params", "energy")
@@ -85,18 +87,23 @@ class Constraints:
     max_params: float | None = None
     max_memory: float | None = None
     max_latency_ms: float | None = None
+    max_sram: float | None = None
+    max_flash: float | None = None
 
     METRICS = {"max_macs": "macs", "max_params": "params", "max_memory": "memory_bytes_inference",
-               "max_latency_ms": "latency_ms"}
+               "max_latency_ms": "latency_ms", "max_sram": "sram_bytes", "max_flash": "flash_bytes"}
+    COUNTED = ("max_macs", "max_params", "max_memory", "max_sram", "max_flash")  # known from the genome
 
     @classmethod
     def parse(cls, macs: str | None = None, params: str | None = None, memory: str | None = None,
-              latency: str | None = None) -> Constraints:
+              latency: str | None = None, sram: str | None = None, flash: str | None = None) -> Constraints:
         return cls(
             max_macs=parse_count(macs, "--max-macs") if macs else None,
             max_params=parse_count(params, "--max-params") if params else None,
             max_memory=parse_bytes(memory, "--max-memory") if memory else None,
             max_latency_ms=parse_seconds(latency, "--max-latency") * 1e3 if latency else None,
+            max_sram=parse_bytes(sram, "--max-sram") if sram else None,
+            max_flash=parse_bytes(flash, "--max-flash") if flash else None,
         )
 
     def violations(self, metrics: dict) -> dict[str, float]:

@@ -29,6 +29,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A folder that `build(folder)` fills once per test run, shared by all test processes: the
+    first to ask builds it under a file lock, the others wait for it and read it (pytest-xdist's
+    recipe for a session fixture that must run once). For read-only results that cost a minute:
+    built per process, each test process paid that minute again."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each process has its own base inside the run's folder; alone, the base is the run's
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 def run_eas(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
     """Run the real `eas` command line in a subprocess."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}

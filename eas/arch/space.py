@@ -12,6 +12,7 @@ earliest ones first, as CIFAR-sized variants of ImageNet networks do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import product
 from pathlib import Path
@@ -170,21 +171,26 @@ class Space:
         yield "head", self.definition["head"]
 
     def extremes(self, input_shape: tuple[int, int, int], num_classes: int) -> tuple[Arch, Arch]:
-        """The smallest and the largest arch of the space by counted cost (MACs, then params).
-
-        No assumption that cost grows with each choice: a stride of 2 makes everything after it
-        cheaper, so "all smallest values" can be the costliest arch. Each is found by coordinate
-        search on exact counts (one choice at a time, every value of it, until no choice
-        improves), started from the smallest and from the largest values of every list."""
-        def cost(params: dict) -> tuple[int, int]:
-            counted = arch_cost(self.arch_from_params(params), input_shape, num_classes)
+        """The smallest and the largest arch of the space by counted cost (MACs, then params)."""
+        def cost(arch: Arch) -> tuple[int, int]:
+            counted = arch_cost(arch, input_shape, num_classes)
             return counted.macs, counted.params
 
+        return self.least(cost), self.least(lambda arch: tuple(-v for v in cost(arch)))
+
+    def least(self, key: Callable[[Arch], Any]) -> Arch:
+        """The arch with the lowest `key(arch)` (any comparable value).
+
+        No assumption that cost grows with each choice: a stride of 2 makes everything after it
+        cheaper, so "all smallest values" can be the costliest arch. Found by coordinate search
+        on exact values (one choice at a time, every value of it, until no choice improves),
+        started from the smallest and from the largest values of every list."""
+        def of_params(params: dict) -> Any:
+            return key(self.arch_from_params(params))
+
         starts = [{n: pick(c, key=cost_order) for n, c in self.parameters().items()} for pick in (min, max)]
-        low = min((_coordinate_search(self.parameters(), start, cost) for start in starts), key=cost)
-        high = max((_coordinate_search(self.parameters(), start, lambda p: tuple(-v for v in cost(p)))
-                    for start in starts), key=cost)
-        return self.arch_from_params(low), self.arch_from_params(high)
+        return self.arch_from_params(min((_coordinate_search(self.parameters(), start, of_params)
+                                          for start in starts), key=of_params))
 
 
 def _coordinate_search(choices: dict[str, list], start: dict, cost, sweeps: int = 8) -> dict:

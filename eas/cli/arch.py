@@ -61,12 +61,14 @@ def show_command(
         arch = arch.adapted_to(min(shape[1:]))
     check_classes(classes, "--classes")
     from eas.arch.builder import build
+    from eas.arch.microcontroller import flash_bytes, sram_bytes
     from eas.arch.profile import profile
     from eas.reports.summary import profile_lines
 
     cost = profile(build(arch, shape, classes), shape, batch_size=batch)
+    int8 = {"sram_bytes": sram_bytes(arch, shape, classes), "flash_bytes": flash_bytes(arch, shape, classes)}
     if as_json:
-        emit_json({"genome": arch.encode(), "hash": arch.canonical_hash(), **cost.summary(),
+        emit_json({"genome": arch.encode(), "hash": arch.canonical_hash(), **cost.summary(), **int8,
                    "layers": [layer.__dict__ for layer in cost.layers]})
         return
-    typer.echo("\n".join(profile_lines(arch, cost)))
+    typer.echo("\n".join(profile_lines(arch, cost, **int8)))

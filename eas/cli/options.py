@@ -51,6 +51,10 @@ MaxMacsOption = Annotated[str | None, typer.Option("--max-macs", help="e.g. 20M"
 MaxParamsOption = Annotated[str | None, typer.Option("--max-params", help="e.g. 500k")]
 MaxLatencyOption = Annotated[str | None, typer.Option("--max-latency", help="e.g. 5ms (batch 1)")]
 MaxMemoryOption = Annotated[str | None, typer.Option("--max-memory", help="e.g. 2GB (inference)")]
+MaxSramOption = Annotated[str | None, typer.Option("--max-sram", help="e.g. 64kB (64,000 bytes) or 64KiB: a "
+                                                   "microcontroller's SRAM for the int8 activations.")]
+MaxFlashOption = Annotated[str | None, typer.Option("--max-flash", help="e.g. 256kB or 1MB: a microcontroller's "
+                                                    "flash for the int8 model.")]
 EpochsOption = Annotated[float, typer.Option("--epochs", help="Training epochs per candidate (may be fractional).")]
 SubsetOption = Annotated[int | None, typer.Option("--subset", help="Train on at most N images.")]
 MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", help="Cap on optimiser steps.")]

@@ -21,10 +21,12 @@ from eas.cli.options import (
     HeartbeatOption,
     JsonOption,
     LrOption,
+    MaxFlashOption,
     MaxLatencyOption,
     MaxMacsOption,
     MaxMemoryOption,
     MaxParamsOption,
+    MaxSramOption,
     MaxStepsOption,
     MeterOption,
     PrecisionOption,
@@ -176,11 +178,14 @@ def search_command(
     resolution: ResolutionOption = None,
     strict: StrictOption = False,
     objectives: Annotated[str, typer.Option("--objectives", help="Comma-separated: accuracy, macs, params, "
-                                            "energy, latency, memory, train_energy.")] = "accuracy,macs,params,energy",
+                                            "energy, latency, memory, sram, flash, train_energy.")
+                          ] = "accuracy,macs,params,energy",
     max_macs: MaxMacsOption = None,
     max_params: MaxParamsOption = None,
     max_latency: MaxLatencyOption = None,
     max_memory: MaxMemoryOption = None,
+    max_sram: MaxSramOption = None,
+    max_flash: MaxFlashOption = None,
     sampler: Annotated[str, typer.Option("--sampler", help="tpe (Optuna's multivariate TPE; candidates "
                                          "stopped at a lower rung count as pruned), evolution, nsga2, gp or "
                                          "random.")] = "tpe",
@@ -234,7 +239,8 @@ def search_command(
     request = session.SearchRequest.make(
         space=space, budget=budget, trials=trials, cpu_budget=cpu_budget, data=data, resolution=resolution,
         strict=strict, objectives=objectives, max_macs=max_macs,
-        max_params=max_params, max_latency=max_latency, max_memory=max_memory, sampler=sampler, rungs=rungs,
+        max_params=max_params, max_latency=max_latency, max_memory=max_memory, max_sram=max_sram,
+        max_flash=max_flash, sampler=sampler, rungs=rungs,
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         target=target, meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,

@@ -20,6 +20,7 @@ import torch
 from eas.arch.builder import build
 from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch
+from eas.arch.microcontroller import flash_bytes, sram_bytes
 from eas.data.datasets import Dataset
 from eas.measure.device import device_label, resolve_device
 from eas.measure.energy import make_meter
@@ -42,6 +43,8 @@ class Metrics:
     flops: int
     memory_bytes_inference: int
     memory_bytes_training: int
+    sram_bytes: int  # on a microcontroller, int8 (eas.arch.microcontroller)
+    flash_bytes: int
     latency_ms: float
     latency_ms_p10: float
     latency_ms_p90: float
@@ -94,6 +97,8 @@ def counted_metrics(arch: Arch, task: Dataset, batch_size: int = 1) -> dict:
     cost = arch_cost(arch, task.input_shape, task.num_classes)
     return {"params": cost.params, "macs": cost.macs, "flops": 2 * cost.macs,
             "memory_bytes_inference": cost.memory_bytes_inference,
+            "sram_bytes": sram_bytes(arch, task.input_shape, task.num_classes),
+            "flash_bytes": flash_bytes(arch, task.input_shape, task.num_classes),
             # activations kept for backward grow with the batch (estimated as eas.arch.profile.Profile does)
             "memory_bytes_training": 16 * cost.params + 4 * cost.kept_for_backward * batch_size}
 

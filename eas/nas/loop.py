@@ -63,18 +63,31 @@ def _measure_extreme(model, task, runtime: Runtime, device, meter, **options):
 
 def check_feasible_at_all(space, task, constraints: Constraints, device, runtime: Runtime, meter) -> None:
     """Refuse constraints that even the smallest arch of the space breaks, before any storage
-    is touched. Latency is measured in the study's runtime on the device the trials will use."""
-    smallest, _ = space.extremes(task.input_shape, task.num_classes)
+    is touched. Latency is measured in the study's runtime on the device the trials will use.
+    Under limits on what is counted from the genome (MACs, memory, SRAM, flash) the arch that
+    comes closest to all of them together is the one checked: the smallest by MACs need not be
+    the one with the least SRAM."""
+    counted = [k for k in Constraints.COUNTED if getattr(constraints, k) is not None]
+    if counted:
+        def worst_excess(arch) -> float:
+            return max(v for k, v in constraints.violations(counted_metrics(arch, task)).items() if k in counted)
+
+        smallest = space.least(worst_excess)
+    else:
+        smallest, _ = space.extremes(task.input_shape, task.num_classes)
     metrics = counted_metrics(smallest, task)
     if constraints.max_latency_ms is not None:
         timed = _measure_extreme(_timed_model(smallest, task, device), task, runtime, device, meter)
         metrics["latency_ms"] = timed.single.median_ms
     broken = {k: v for k, v in constraints.violations(metrics).items() if v > 0}
     if broken:
-        details = ", ".join(f"{k.removeprefix('max_')} {metrics[Constraints.METRICS[k]]:,.4g} > limit "
-                            f"{getattr(constraints, k):,.4g}" for k in broken)
+        def text(value: float) -> str:
+            return f"{value:,.0f}" if value >= 100 else f"{value:.4g}"
+
+        details = ", ".join(f"{k.removeprefix('max_')} {text(metrics[Constraints.METRICS[k]])} > limit "
+                            f"{text(getattr(constraints, k))}" for k in broken)
         raise UserError(f"no architecture in space {space.name!r} can meet the constraints: even the "
-                        f"smallest one has {details}")
+                        f"{'one closest to them' if counted else 'smallest one'} has {details}")
 
 
 def reference_point(space, task, settings: SearchSettings, device) -> dict[str, float]:
@@ -88,6 +101,7 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
     costs = counted_metrics(largest, task)
     timed = _measure_extreme(model, task, Runtime.from_dict(settings.runtime), device, meter, energy_seconds=0.1)
     measured = {"macs": costs["macs"], "params": costs["params"], "memory": costs["memory_bytes_inference"],
+                "sram": costs["sram_bytes"], "flash": costs["flash_bytes"],
                 "latency": timed.single.median_ms, "energy": timed.energy.joules}
     reference = {k: 1.1 * v for k, v in measured.items() if v}
     if "train_energy" in settings.objectives:
@@ -112,7 +126,8 @@ def reference_point(space, task, settings: SearchSettings, device) -> dict[str, 
             reference[name] = 1.1 * value or 1.0
     limits = Constraints.from_dict(settings.constraints)
     for objective, limit in (("macs", limits.max_macs), ("params", limits.max_params),
-                             ("memory", limits.max_memory), ("latency", limits.max_latency_ms)):
+                             ("memory", limits.max_memory), ("latency", limits.max_latency_ms),
+                             ("sram", limits.max_sram), ("flash", limits.max_flash)):
         if limit is not None and objective in reference:
             reference[objective] = min(reference[objective], limit)
     return reference

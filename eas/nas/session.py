@@ -41,7 +41,8 @@ from eas.units import parse_seconds
 # What `eas search` offers, with its defaults; `SearchRequest.make` takes any of these by name.
 OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
                strict=False, objectives="accuracy,macs,params,energy", max_macs=None, max_params=None,
-               max_latency=None, max_memory=None, sampler="tpe", rungs=3, eta=3, population=16, seed=0, study=None,
+               max_latency=None, max_memory=None, max_sram=None, max_flash=None, sampler="tpe", rungs=3, eta=3,
+               population=16, seed=0, study=None,
                storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
                max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
                queue=False, evaluator="", runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None,
@@ -76,7 +77,8 @@ class SearchRequest:
             raise UserError("--queue runs nothing here: start `eas worker --storage URL` processes instead of "
                             "--workers")
         objectives = parse_objectives(o["objectives"])
-        constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"])
+        constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"],
+                                        o["max_sram"], o["max_flash"])
         if o["sampler"] not in SAMPLERS and not str(o["sampler"]).startswith(FROM_PYTHON):
             raise UserError(f"unknown sampler {o['sampler']!r} (known: {', '.join(SAMPLERS)})")
         fidelity = Fidelity(epochs=o["epochs"], subset=o["subset"], max_steps=o["max_steps"],

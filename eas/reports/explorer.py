@@ -15,7 +15,8 @@ from eas.study.records import TrialRecord
 
 # Filters the explorer offers: metric -> label. Sliders over these shrink the front live.
 FILTER_METRICS = {"macs": "max MACs", "params": "max params", "latency_ms": "max latency (ms)",
-                  "inference_energy_j_per_1k": "max energy (J/1k)"}
+                  "inference_energy_j_per_1k": "max energy (J/1k)", "sram_bytes": "max SRAM, int8 (B)",
+                  "flash_bytes": "max flash, int8 (B)"}
 
 
 def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[dict]:
@@ -40,6 +41,7 @@ def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[
             "params": _num(m.get("params")), "latency_ms": _num(m.get("latency_ms")),
             "inference_energy_j_per_1k": _num(m.get("inference_energy_j_per_1k")),
             "memory_bytes_inference": _num(m.get("memory_bytes_inference")),
+            "sram_bytes": _num(m.get("sram_bytes")), "flash_bytes": _num(m.get("flash_bytes")),
             "train_energy_j": _num(m.get("train_energy_j")), "energy_source": m.get("energy_source", ""),
             "device": m.get("device", ""), "reason": r.reason or "",
             "accuracy_low": accuracy_interval(m)[0], "accuracy_high": accuracy_interval(m)[1],
@@ -63,7 +65,7 @@ def verified_rows(verification: dict) -> list[dict]:
                          "accuracy_low": _num(low), "accuracy_high": _num(high),
                          **{field: _num(costs.get(field)) for field in (
                              "macs", "params", "latency_ms", "inference_energy_j_per_1k", "memory_bytes_inference",
-                             "train_energy_j")}})
+                             "sram_bytes", "flash_bytes", "train_energy_j")}})
     return rows
 
 

@@ -125,7 +125,7 @@ def parallel_figure(rows: list[dict], objectives: tuple[str, ...]) -> go.Figure:
 
 AXIS_TITLES = {"accuracy": "accuracy (%)", "macs": "MACs", "params": "parameters",
                "energy": "inference energy (J/1k)", "latency": "latency (ms)", "memory": "inference memory (B)",
-               "train_energy": "training energy (J)"}
+               "sram": "SRAM, int8 (B)", "flash": "flash, int8 (B)", "train_energy": "training energy (J)"}
 
 
 def axis_title(objective: str) -> str:

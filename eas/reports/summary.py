@@ -17,7 +17,7 @@ from eas.study.records import counts
 from eas.units import format_duration, human, human_bytes, printable, table
 
 
-def profile_lines(arch, cost) -> list[str]:
+def profile_lines(arch, cost, sram_bytes: int, flash_bytes: int) -> list[str]:
     """Header figures plus the per-layer table of a cost profile."""
     c, h, w = cost.input_shape
     lines = [
@@ -30,6 +30,8 @@ def profile_lines(arch, cost) -> list[str]:
         f"memory   inference {human_bytes(cost.memory_bytes_inference)}, "
         f"training {human_bytes(cost.memory_bytes_training)} (estimated: fp32 weights, "
         "AdamW state, activations)",
+        f"int8     SRAM {human_bytes(sram_bytes)} ({sram_bytes:,} B), flash {human_bytes(flash_bytes)} "
+        f"({flash_bytes:,} B) (counted: a microcontroller's activation arena and model file)",
         "",
     ]
     rows = [[layer.name, layer.kind, "x".join(map(str, layer.output_shape)) or "-",
@@ -67,22 +69,37 @@ def metrics_lines(m) -> list[str]:
     return lines
 
 
-def pareto_rows(front, knee_record) -> list[list]:
-    """Rows of the Pareto table: the knee point is marked with '*'."""
+# Sizes shown beside the fixed columns when a study optimises or limits them.
+MEMORY_COLUMNS = {"memory": ("memory", "memory_bytes_inference"), "sram": ("SRAM int8", "sram_bytes"),
+                  "flash": ("flash int8", "flash_bytes")}
+
+
+def memory_columns(objectives, constraints: dict | None = None) -> list[str]:
+    """The memory objectives a study's Pareto table shows: those it optimises or limits."""
+    limited = {str(name).removeprefix("max_") for name in constraints} if isinstance(constraints, dict) else set()
+    return [name for name in MEMORY_COLUMNS if name in objectives or name in limited]
+
+
+def pareto_headers(columns: list[str]) -> list[str]:
+    return ["trial", "accuracy (95% CI)", "MACs", "params", *(MEMORY_COLUMNS[c][0] for c in columns),
+            "energy", "latency", "genome"]
+
+
+def pareto_rows(front, knee_record, columns: list[str] = ()) -> list[list]:
+    """Rows of the Pareto table (`pareto_headers(columns)`): the knee point is marked with '*'."""
     rows = []
     for r in front:
         m = r.metrics
         energy = m.get("inference_energy_j_per_1k")
+        sizes = [m.get(MEMORY_COLUMNS[c][1]) for c in columns]
         rows.append([
             f"{r.number}{'*' if knee_record is not None and r.number == knee_record.number else ''}",
             accuracy_text(m), human(m.get("macs", 0)), human(m.get("params", 0)),
+            *(human_bytes(v) if isinstance(v, (int, float)) else "-" for v in sizes),
             f"{energy:.3g} J/1k ({m.get('energy_source', '?')})" if energy is not None else "-",
             f"{m.get('latency_ms', 0):.2f} ms", r.genome or "",
         ])
     return rows
-
-
-PARETO_HEADERS = ["trial", "accuracy (95% CI)", "MACs", "params", "energy", "latency", "genome"]
 
 
 def accuracy_text(metrics: dict) -> str:
@@ -180,6 +197,7 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
     spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
     front = pareto_front(records, objectives)
     knee_record = knee(front, objectives)
+    columns = memory_columns(objectives, settings.get("constraints"))
     lines = [
         printable(f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
                   f"sampler {settings.get('sampler')}"),
@@ -194,7 +212,8 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         "",
         f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off; accuracies whose 95% "
         "intervals overlap count as ties):",
-        table(pareto_rows(front, knee_record), PARETO_HEADERS) if front else "  (no complete feasible trial yet)",
+        table(pareto_rows(front, knee_record, columns), pareto_headers(columns)) if front
+        else "  (no complete feasible trial yet)",
     ]
     sources = {r.metrics.get("energy_source") for r in front}
     if "estimated" in sources:

@@ -175,3 +175,31 @@ def test_an_objective_of_your_own_is_measured_ranked_and_its_reference_derived(s
         OBJECTIVES.pop("junk", None)
     with pytest.raises(UserError, match="new name"):
         eas.register_objective("macs", lambda *a: 1.0)
+
+
+def test_a_microcontroller_search_keeps_every_trial_within_its_sram_and_flash(studies):
+    from eas.arch.microcontroller import sram_bytes
+    from eas.arch.space import load_space
+    from eas.reports.summary import study_lines
+    from eas.units import human_bytes
+
+    space = load_space("tiny").for_task((1, 8, 8))
+    smallest, largest = space.extremes((1, 8, 8), 10)
+    limit = (sram_bytes(smallest, (1, 8, 8), 10) + sram_bytes(largest, (1, 8, 8), 10)) // 2
+    result = eas.search(**{**FAST, "objectives": ["accuracy", "sram", "flash"]}, trials=6, study="mcu",
+                        evaluator=by_width, constraints={"max_sram": f"{limit}B", "max_flash": "1MB"},
+                        sampler="random")
+    assert len(result.records) == 6
+    for record in result.records:
+        assert 0 < record.metrics["sram_bytes"] <= limit
+        assert record.metrics["sram_bytes"] == sram_bytes(eas.Arch.decode(record.genome), (1, 8, 8), 10)
+        assert 0 < record.metrics["flash_bytes"] <= 1e6
+    stored = load_study(result.storage, "mcu")
+    assert stored.objectives == ("accuracy", "sram", "flash") and stored.reference["sram"] <= limit
+    shown = "\n".join(study_lines("mcu", stored.settings, stored.records, stored.objectives, stored.reference))
+    assert "SRAM int8" in shown and "flash int8" in shown  # the Pareto table shows what the study limits
+    assert human_bytes(result.knee.metrics["sram_bytes"]) in shown
+    with pytest.raises(UserError, match="can meet the constraints.*sram"):
+        eas.search(**FAST, trials=1, study="mcu2", evaluator=by_width, constraints={"max_sram": "100B"})
+    with pytest.raises(UserError, match="--max-sram"):
+        eas.search(**FAST, trials=1, study="mcu3", evaluator=by_width, constraints={"max_sram": "64kg"})

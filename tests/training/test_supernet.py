@@ -13,7 +13,7 @@ from torch.func import functional_call
 
 from eas.arch.elastic import Supernet, sort_channels
 from eas.arch.space import load_space
-from tests.conftest import EAS, ROOT, assert_user_error, run_eas
+from tests.conftest import EAS, ROOT, assert_user_error, built_once, run_eas
 
 pytestmark = pytest.mark.slow  # agent processes, supernet training: end-to-end
 
@@ -91,16 +91,16 @@ def test_sorting_channels_keeps_every_function_of_the_largest_network():
     assert torch.equal(optimizer.state[project]["exp_avg"], project.detach())  # moments moved with them
 
 
-# session, not module: under xdist a test of another module often runs in between, and pytest
-# then tears a module fixture down; per test process it is trained at most once
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
-    """A tiny supernet trained on digits by the CLI, with its trust measured on 3 sub-networks."""
-    root = tmp_path_factory.mktemp("supernet")
-    result = run_eas("supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "200", "--out", "sn",
-                     "--samples", "3", "--trust-subset", "600", "--trust-epochs", "1", cwd=root)
-    assert result.returncode == 0, result.stderr
-    return root
+    """A tiny supernet trained on digits by the CLI, with its trust measured on 3 sub-networks;
+    trained once for all test processes (tests copy it before changing it)."""
+    def train(root):
+        result = run_eas("supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "200", "--out",
+                         "sn", "--samples", "3", "--trust-subset", "600", "--trust-epochs", "1", cwd=root)
+        assert result.returncode == 0, result.stderr
+
+    return built_once(tmp_path_factory, "supernet", train)
 
 
 def test_training_teaches_the_smallest_and_largest_networks(trained):

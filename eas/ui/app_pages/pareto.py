@@ -11,9 +11,10 @@ from eas.reports.explorer import (
 from eas.reports.figures import add_verified, metric, parallel_figure, pareto_figure
 from eas.reports.front import knee
 from eas.reports.summary import (
-    PARETO_HEADERS,
     accuracy_text,
     fidelity_text,
+    memory_columns,
+    pareto_headers,
     pareto_rows,
     predictor_lines,
     runtime_lines,
@@ -73,7 +74,8 @@ st.subheader(f"Pareto set within the limits: {len(front)} trials")
 supernet_line = [f"accuracy: {fidelity_text(study.settings)}"] if study.settings.get("supernet") else []
 for line in [*supernet_line, *runtime_lines(front), *predictor_lines(study.settings, study.records)]:
     st.caption(markdown_text(line))
-st.dataframe([dict(zip(PARETO_HEADERS, row, strict=True)) for row in pareto_rows(front, suggested)],
+columns = memory_columns(objectives, study.settings.get("constraints"))
+st.dataframe([dict(zip(pareto_headers(columns), row, strict=True)) for row in pareto_rows(front, suggested, columns)],
              hide_index=True, width="stretch", key="front_table")
 if len(objectives) >= 3 and any(r["pareto"] for r in rows):
     st.subheader("Parallel coordinates of the front")
