@@ -189,7 +189,7 @@ def test_a_measurement_over_its_time_is_stopped_and_reported():
 
 
 def test_a_client_rides_out_a_kill_9_mid_measurement_and_the_restart(agent):
-    big = onnx_of("stem_c32_k3_s1_relu-ir_r4_k7_s1_e6_c64_relu-head_c1280_f0_relu_d0", (3, 96, 96))
+    big = onnx_of("stem_c32_k3_s1_relu-ir_r4_k7_s1_e6_c64_relu-head_c1280_f0_relu_d0", (3, 64, 64))
     answers, errors = [], []
 
     def ask() -> None:

@@ -67,7 +67,7 @@ def test_two_workers_share_a_study_without_losing_or_duplicating_trials(postgres
 
 
 def test_kill_9_of_a_worker_mid_trial_fails_and_retries_its_trial(postgres, study_name):
-    create(study_name, postgres, "--epochs", "30")
+    create(study_name, postgres, "--epochs", "15")
     victim = worker(study_name, postgres, "--budget", "2m", "--seed", "1")
     survivor = worker(study_name, postgres, "--budget", "30s", "--seed", "2")
     storage = optuna.storages.RDBStorage(postgres)
@@ -102,7 +102,7 @@ def test_kill_9_of_a_worker_mid_trial_fails_and_retries_its_trial(postgres, stud
 
 def test_multi_fidelity_kill_9_mid_rung_continues_from_the_last_rung_on_another_worker(postgres, study_name):
     result = run_eas("search", "--space", "tiny", "--data", "digits", "--study", study_name, "--storage", postgres,
-                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--epochs", "60")
+                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--epochs", "30")
     assert result.returncode == 0, result.stderr
     victim = worker(study_name, postgres, "--budget", "3m", "--seed", "1")
     storage = optuna.storages.RDBStorage(postgres)

@@ -188,7 +188,7 @@ def _checkpoint_step(folder) -> int:
 
 
 def test_kill_9_loses_only_the_steps_since_the_last_checkpoint(tmp_path):
-    train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "100", "--checkpoint-every", "20",
+    train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "60", "--checkpoint-every", "20",
              "--samples", "0"]
     whole = run_eas(*train, "--out", "whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
@@ -200,17 +200,17 @@ def test_kill_9_loses_only_the_steps_since_the_last_checkpoint(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     saved = _checkpoint_step(tmp_path / "killed")
-    assert saved in (20, 40, 60, 80), saved  # killed after a checkpoint, before the end
+    assert saved in (20, 40), saved  # killed after a checkpoint, before the end
     resumed = run_eas(*train, "--out", "killed", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resuming at step {saved} of 100" in resumed.stderr
+    assert f"resuming at step {saved} of 60" in resumed.stderr
     weights = [json.loads((tmp_path / f / "supernet.json").read_text())["weights_sha256"] for f in ("whole", "killed")]
     assert weights[0] == weights[1]  # the resumed run took exactly the uninterrupted run's steps
     assert not (tmp_path / "killed" / "checkpoint").exists()
 
 
 def test_ctrl_c_stops_at_once_and_the_same_command_resumes(tmp_path):
-    train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "100", "--checkpoint-every", "20",
+    train = ["supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "60", "--checkpoint-every", "20",
              "--samples", "0", "--out", "sn"]
     # a suite started in the background inherits SIGINT ignored: the child gets Ctrl-C as a terminal gives it
     process = subprocess.Popen([*EAS, *train], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -229,5 +229,5 @@ def test_ctrl_c_stops_at_once_and_the_same_command_resumes(tmp_path):
     assert f"the checkpoint holds step {saved}" in last and saved >= 20
     resumed = run_eas(*train, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resuming at step {saved} of 100" in resumed.stderr
-    assert json.loads((tmp_path / "sn" / "supernet.json").read_text())["trained"]["steps"] == 100
+    assert f"resuming at step {saved} of 60" in resumed.stderr
+    assert json.loads((tmp_path / "sn" / "supernet.json").read_text())["trained"]["steps"] == 60
