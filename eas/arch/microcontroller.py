@@ -9,9 +9,10 @@ convolution reads, the input a residual keeps until its addition.
 
 `int8_graph` lays out the operators that converting the built network (eas.arch.blocks) to a
 fully int8 TFLite model gives, as litert-torch and ai-edge-quantizer produce it: BatchNorm folded
-into the convolution before it (or after it, for a pre-norm), ReLU and ReLU6 fused, other
-activations as operators of their own, an explicit PAD before each strided convolution, layout
-transposes where PyTorch's NCHW code meets TFLite's NHWC. `sram_bytes` plans that graph's
+into the convolution before it (a pre-norm one, before attention and its FFN, stays as four
+elementwise operators), ReLU and ReLU6 fused, other activations as operators of their own, an
+explicit PAD before each strided convolution, layout transposes where PyTorch's NCHW code meets
+TFLite's NHWC. `sram_bytes` plans that graph's
 activations as TFLite Micro's greedy planner does (16-byte aligned buffers, largest first, each
 at the lowest offset free for its lifetime); `flash_bytes` sums int8 weights, int32 biases, the
 per-channel quantisation parameters and the flatbuffer's per-tensor and per-operator overhead.
@@ -92,6 +93,12 @@ class Int8Graph:
         y = self.weighted(kind, x, cout * out[0] * out[1], cin // groups * cout * kernel * kernel, cout)
         return self.activation(act, y), out
 
+    def batchnorm(self, x: int) -> int:
+        """A BatchNorm no convolution precedes: (x - mean) * 1/sqrt(var + eps) * gamma + beta."""
+        for kind in ("SUB", "MUL", "MUL", "ADD"):
+            x = self.op(kind, (x,), self.sizes[x], constants=1)
+        return x
+
     def squeeze_excite(self, x: int, channels: int, size: tuple[int, int]) -> int:
         squeezed = make_divisible(channels // 4, 8)
         pooled = self.op("MEAN", (x,), channels, constants=1)
@@ -126,7 +133,7 @@ class Int8Graph:
         c, tokens, heads = stage.width, size[0] * size[1], stage.heads
         d = c // heads
         values = c * tokens
-        qkv, _ = self.conv(x, c, 3 * c, 1, 1, size)  # the pre-norm folded in
+        qkv, _ = self.conv(self.batchnorm(x), c, 3 * c, 1, 1, size)
         qkv = self.op("RESHAPE", (self.op("TRANSPOSE", (qkv,), 3 * values, constants=1),), 3 * values, constants=1)
         q, k, v = (self.op("SLICE", (qkv,), values, constants=2) for _ in range(3))
         v = self.op("RESHAPE", (v,), values, constants=1)
@@ -143,7 +150,7 @@ class Int8Graph:
         projected, _ = self.conv(attended, c, c, 1, 1, size)
         x = self.op("ADD", (x, projected), values)
         hidden = max(1, int(round(c * stage.ffn)))
-        y, _ = self.conv(x, c, hidden, 1, 1, size, act=stage.act)  # the second pre-norm folded in
+        y, _ = self.conv(self.batchnorm(x), c, hidden, 1, 1, size, act=stage.act)
         y, _ = self.conv(y, hidden, c, 1, 1, size)
         return self.op("ADD", (x, y), values), size
 

@@ -22,6 +22,7 @@ import yaml
 
 from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch, GenomeError, Head, Stage, Stem
+from eas.arch.microcontroller import flash_bytes, sram_bytes
 from eas.errors import UserError
 
 SPACES_DIR = Path(__file__).parent / "search_spaces"
@@ -177,6 +178,19 @@ class Space:
             return counted.macs, counted.params
 
         return self.least(cost), self.least(lambda arch: tuple(-v for v in cost(arch)))
+
+    def cost_ranges(self, input_shape: tuple[int, int, int], num_classes: int) -> dict[str, tuple[int, int]]:
+        """(least, most) of each counted cost over the space at this input: MACs, parameters,
+        and a microcontroller's int8 SRAM and flash, each searched for on its own."""
+        counts: dict[str, Callable[[Arch], int]] = {
+            "macs": lambda arch: arch_cost(arch, input_shape, num_classes).macs,
+            "params": lambda arch: arch_cost(arch, input_shape, num_classes).params,
+            "sram_bytes": lambda arch: sram_bytes(arch, input_shape, num_classes),
+            "flash_bytes": lambda arch: flash_bytes(arch, input_shape, num_classes)}
+        def most(count: Callable[[Arch], int]) -> Arch:
+            return self.least(lambda arch: -count(arch))
+
+        return {name: (count(self.least(count)), count(most(count))) for name, count in counts.items()}
 
     def least(self, key: Callable[[Arch], Any]) -> Arch:
         """The arch with the lowest `key(arch)` (any comparable value).

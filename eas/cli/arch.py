@@ -9,17 +9,34 @@ import typer
 from eas.cli.options import ClassesOption, InputOption, JsonOption, SeedOption, emit_json, parse_shape
 
 
-def spaces_command(as_json: JsonOption = False) -> None:
+def spaces_command(
+    input_shape: Annotated[str | None, typer.Option("--input", help="CxHxW: also print each space's range of "
+                                                    "MACs, parameters and int8 SRAM and flash at this input.")] = None,
+    classes: ClassesOption = 10,
+    as_json: JsonOption = False,
+) -> None:
     """List the built-in search spaces."""
+    from eas.arch.bounds import check_classes
     from eas.arch.space import list_spaces
+    from eas.units import human, human_bytes
 
-    spaces = list_spaces()
+    check_classes(classes, "--classes")
+    shape = parse_shape(input_shape) if input_shape else None
+    spaces = [space.for_task(shape) if shape else space for space in list_spaces()]
+    ranges = {space.name: space.cost_ranges(shape, classes) if shape else {} for space in spaces}
     if as_json:
         emit_json([{"name": s.name, "description": s.description, "stages": len(s.stages),
-                    "parameters": len(s.parameters())} for s in spaces])
+                    "parameters": len(s.parameters()), **({"ranges": ranges[s.name]} if shape else {})}
+                   for s in spaces])
         return
     for space in spaces:
         typer.echo(f"{space.name:8} {len(space.parameters()):3d} choices  {space.description}")
+        if shape:
+            r = ranges[space.name]
+            typer.echo(f"{'':8} at {'x'.join(map(str, shape))}: MACs {human(r['macs'][0])}-{human(r['macs'][1])}, "
+                       f"params {human(r['params'][0])}-{human(r['params'][1])}, int8 SRAM "
+                       f"{human_bytes(r['sram_bytes'][0])}-{human_bytes(r['sram_bytes'][1])}, flash "
+                       f"{human_bytes(r['flash_bytes'][0])}-{human_bytes(r['flash_bytes'][1])}")
 
 
 def sample_command(

@@ -21,6 +21,18 @@ def test_spaces_json_lists_the_builtin_spaces(eas_cli):
     assert {"mobile", "hybrid", "tiny"} <= {s["name"] for s in json.loads(result.stdout)}
 
 
+def test_spaces_at_an_input_give_each_space_its_cost_ranges(eas_cli):
+    from eas.arch.space import load_space
+
+    result = eas_cli("spaces", "--input", "1x28x28", "--classes", "10", "--json")
+    assert result.returncode == 0, result.stderr
+    tiny = next(s for s in json.loads(result.stdout) if s["name"] == "tiny")
+    expected = load_space("tiny").for_task((1, 28, 28)).cost_ranges((1, 28, 28), 10)
+    assert {name: tuple(pair) for name, pair in tiny["ranges"].items()} == expected
+    shown = eas_cli("spaces", "--input", "1x28x28").stdout
+    assert shown.count("int8 SRAM") == 3
+
+
 def test_arch_sample_prints_valid_genomes_and_is_seeded(eas_cli):
     from eas.arch.genome import Arch
 
