@@ -11,9 +11,9 @@ convolution reads, the input a residual keeps until its addition.
 fully int8 TFLite model gives, as litert-torch and ai-edge-quantizer produce it: BatchNorm folded
 into the convolution before it (a pre-norm one, before attention and its FFN, stays as four
 elementwise operators), ReLU and ReLU6 fused, other activations as operators of their own, an
-explicit PAD before each strided convolution, layout transposes where PyTorch's NCHW code meets
-TFLite's NHWC. `sram_bytes` plans that graph's
-activations as TFLite Micro's greedy planner does (16-byte aligned buffers, largest first, each
+explicit PAD where TFLite's SAME padding differs from PyTorch's (a stride-2 convolution of an even
+size), layout transposes where PyTorch's NCHW code meets TFLite's NHWC. `sram_bytes` plans that
+graph's activations as TFLite Micro's greedy planner does (16-byte aligned buffers, largest first, each
 at the lowest offset free for its lifetime); `flash_bytes` sums int8 weights, int32 biases, the
 per-channel quantisation parameters and the flatbuffer's per-tensor and per-operator overhead.
 benchmarks/microcontroller_truth.py checks both against the real converter and interpreter.
@@ -30,12 +30,19 @@ from eas.arch.genome import Arch, Stage
 
 ALIGNMENT = 16  # TFLite Micro aligns every arena buffer to 16 bytes
 FUSED = ("relu", "relu6")  # the converter fuses these into the operator before them
-# Flatbuffer bytes besides the weights, per tensor (name, shape, quantisation header), per
-# constant tensor's buffer, per operator, and once; fitted on converted models of every space
-# (benchmarks/microcontroller_truth.py reports how well they hold).
-TENSOR_OVERHEAD = 96
-OPERATOR_OVERHEAD = 32
-FILE_OVERHEAD = 2048
+# Flatbuffer bytes besides the weights: per tensor (shape, per-tensor quantisation, its buffer
+# entry), per operator (inputs, outputs, options), once. Least squares over 30 converted networks
+# of tiny and mobile at 28 and 32 px (largest error 0.4%); benchmarks/microcontroller_truth.py
+# checks them on other networks.
+TENSOR_OVERHEAD = 84
+OPERATOR_OVERHEAD = 34
+FILE_OVERHEAD = 1228
+
+
+def same_padding_before(size: int, out: int, kernel: int, stride: int) -> int:
+    """The zeros TFLite's SAME padding puts before the first row (the rest go after): PyTorch's
+    symmetric kernel // 2 matches it at stride 1 and at stride 2 on odd sizes only."""
+    return max((out - 1) * stride + kernel - size, 0) // 2
 
 
 @dataclass
@@ -84,10 +91,11 @@ class Int8Graph:
     def conv(self, x: int, cin: int, cout: int, kernel: int, stride: int, size: tuple[int, int],
              groups: int = 1, act: str | None = None) -> tuple[int, tuple[int, int]]:
         h, w = size
-        if stride > 1 and kernel > 1:  # PyTorch's symmetric padding is an explicit PAD at stride 2
-            pad = kernel // 2
-            x = self.op("PAD", (x,), cin * (h + 2 * pad) * (w + 2 * pad), constants=1)
         out = ((h - 1) // stride + 1, (w - 1) // stride + 1)
+        pad = kernel // 2
+        if any(same_padding_before(n, m, kernel, stride) != pad for n, m in ((h, out[0]), (w, out[1]))):
+            # TFLite's SAME padding would put fewer zeros first than PyTorch's: an explicit PAD
+            x = self.op("PAD", (x,), cin * (h + 2 * pad) * (w + 2 * pad), constants=1)
         # a convolution of one input channel is converted as a depthwise one: the same weights
         kind = "DEPTHWISE_CONV_2D" if groups > 1 or cin == 1 else "CONV_2D"
         y = self.weighted(kind, x, cout * out[0] * out[1], cin // groups * cout * kernel * kernel, cout)

@@ -103,3 +103,14 @@ def test_a_spaces_cost_ranges_hold_its_networks():
         assert ranges["sram_bytes"][0] <= sram_bytes(arch, (1, 28, 28), 10) <= ranges["sram_bytes"][1]
         assert ranges["flash_bytes"][0] <= flash_bytes(arch, (1, 28, 28), 10) <= ranges["flash_bytes"][1]
     assert all(low < high for low, high in ranges.values())
+
+
+def test_a_pad_stands_where_tflite_same_padding_differs_from_pytorchs():
+    from eas.arch.microcontroller import same_padding_before
+
+    assert same_padding_before(14, 7, 3, 2) == 0  # even size: SAME pads after only, PyTorch both sides
+    assert same_padding_before(7, 4, 3, 2) == 1  # odd size: the same as PyTorch's
+    assert same_padding_before(14, 14, 5, 1) == 2  # stride 1: always the same
+    odd = int8_graph(Arch.decode("stem_c8_k3_s1_relu6-ir_r1_k3_s2_e3_c16_relu6-head_c0_f0_relu6_d0"), (1, 7, 7), 10)
+    even = int8_graph(Arch.decode("stem_c8_k3_s1_relu6-ir_r1_k3_s2_e3_c16_relu6-head_c0_f0_relu6_d0"), (1, 8, 8), 10)
+    assert "PAD" not in [op.kind for op in odd.operators] and "PAD" in [op.kind for op in even.operators]
