@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import microcontroller_truth  # noqa: E402
 import search_efficiency  # noqa: E402
 import tables  # noqa: E402
 import units  # noqa: E402
@@ -101,6 +102,23 @@ def test_search_figures_follow_from_the_raw_trials():
     assert search_efficiency.check(result) is None
     edited = {**result, "figures": {**figures, "final_hypervolume": figures["final_hypervolume"] + 0.01}}
     assert "do not follow from its raw trials" in search_efficiency.check(edited)
+
+
+def test_microcontroller_figures_follow_from_its_networks_as_stored():
+    rows = [{"genome": "g", "sram_counted": 1000, "arena_head": 1000, "flash_counted": 5100, "file_bytes": 5000,
+             "operators_match": True},
+            {"genome": "h", "sram_counted": 900, "arena_head": 1000, "flash_counted": 5000, "file_bytes": 5000,
+             "operators_match": False},
+            {"genome": "i", "sram_counted": 700, "flash_counted": 4000, "failed": "no GELU kernel"}]
+    figures = microcontroller_truth.figures_of(rows)
+    assert figures["loaded"] == 2 and figures["operators_match"] == 1
+    assert figures["sram_largest_difference"] == pytest.approx(0.1)
+    assert figures["flash_largest_difference"] == pytest.approx(0.02)
+    # as a result file holds it: keys sorted, read back
+    stored = json.loads(json.dumps({"figures": figures, "raw": {"networks": rows}}, sort_keys=True))
+    assert microcontroller_truth.check(stored) is None
+    stored["figures"]["sram_largest_difference"] = 0.0
+    assert "not those of its networks" in microcontroller_truth.check(stored)
 
 
 def copy_of_the_docs(tmp_path: Path) -> Path:
