@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import units
+from trained_like import trained_like
 
 from eas.units import table as text_table
 
@@ -55,23 +56,8 @@ def convert(genome: str, shape: tuple, classes: int, calibration_images: int, fo
     from ai_edge_litert.interpreter import Interpreter
     from ai_edge_quantizer import quantizer, recipe
 
-    from eas.arch.builder import build
-
-    model = build(genome, shape, classes)
-    # BatchNorm as after training: scales and shifts of its own, statistics of the inputs. With the
-    # initial ones (identity, mean 0, variance 1) the converter drops a pre-norm BatchNorm that a
-    # trained one keeps, and activations span ranges whose int8 scales overflow TensorFlow Lite
-    # Micro's checks ("no_integer_overflow_from_quantization"), neither of them a trained network's
     rng = np.random.default_rng(0)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.weight.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, module.num_features)))
-                module.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.1, module.num_features)))
-        model.train()
-        for _ in range(4):
-            model(torch.from_numpy(rng.random((32, *shape), dtype=np.float32)))
-    model.eval()
+    model = trained_like(genome, shape, classes, rng)
     float_path = folder / "float.tflite"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         litert_torch.convert(model, (torch.randn(1, *shape),)).export(str(float_path))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmark scripts import their siblings
 
+import device_formats  # noqa: E402
 import earlier_runs  # noqa: E402
 import microcontroller_truth  # noqa: E402
 import search_efficiency  # noqa: E402
@@ -142,7 +143,8 @@ def tables(results: Path = units.RESULTS) -> dict[str, Callable[[], str]]:
     made = {"search_efficiency/mobile": lambda: search_efficiency_table("mobile", results),
             "supernet_trust/mobile": lambda: supernet_trust.table(results),
             "training_recipe/mobile-knee": lambda: training_recipe.table(results),
-            "microcontroller_truth/all": lambda: microcontroller_truth.table(results)}
+            "microcontroller_truth/all": lambda: microcontroller_truth.table(results),
+            "device_formats/all": lambda: device_formats.table(results)}
     made.update({f"{name}/earlier-run": (lambda name=name: earlier_runs.table(name, results))
                  for name in earlier_runs.names(results)})
     return made

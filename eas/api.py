@@ -37,6 +37,7 @@ datasets = lazy_import("eas.data.datasets")
 candidates = lazy_import("eas.nas.candidate")
 fidelities = lazy_import("eas.training.proxy")
 exports = lazy_import("eas.deploy.export")
+device_formats = lazy_import("eas.deploy.formats")
 handover = lazy_import("eas.deploy.handover")
 full_training = lazy_import("eas.training.full")
 references = lazy_import("eas.arch.reference")
@@ -212,26 +213,30 @@ def evaluate(genome: str, data: str | tuple = "digits", *, epochs: float = 1.0, 
 
 
 def export(study: str, *, out: str | Path, pick: str = "knee", trial: int | None = None,
-           storage: str | None = None, force: bool = False) -> Path:
+           storage: str | None = None, force: bool = False, formats: Sequence[str] = ()) -> Path:
     """Write a stored trial's architecture (arch.json, model.py, model.pt2, model.onnx) into `out`.
 
     Args:
         pick: knee, most-accurate or smallest (ignored when `trial` is given).
+        formats: device formats to add: "pte" (ExecuTorch, the executorch extra; int8 too after
+            `train`), "ort" (ONNX Runtime's mobile format).
 
     Returns:
         Path: the export folder, ready for `train`.
     """
+    wanted = device_formats.parse_formats(",".join(formats))
     url = storage or default_url(study)
     loaded = reader.load_study(url, study)
     record = front_views.select_trial(loaded.records, loaded.objectives, trial, pick)
-    exports.export_trial(record, loaded.settings, study, Path(out), force)
+    exports.export_trial(record, loaded.settings, study, Path(out), force, formats=wanted)
     return Path(out)
 
 
 def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: int = 30, seed: int = 0,
           device: str = "auto", **plan: object) -> dict:
-    """Train an export fully, then hand over what was trained (model.onnx and model.pt2 rewritten
-    from the trained weights and checked); resumes from the folder's checkpoint.
+    """Train an export fully, then hand over what was trained (model.onnx, model.pt2 and the device
+    formats asked for rewritten from the trained weights and checked); resumes from the folder's
+    checkpoint.
 
     Args:
         plan: any `eas train` option by its Python name: batch_size, lr, weight_decay, patience,
@@ -243,6 +248,7 @@ def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: in
     passive_threads()
     folder = Path(folder)
     document = full_training.read_arch(folder)
+    device_formats.stored_formats(document)  # known and installed, before training
     task = datasets.load_dataset(_data_spec(data), seed=seed)
     settings = {**(document.get("training") or {}), **plan}
     full_training.train_exported(folder, task, full_training.TrainPlan(epochs=epochs, seed=seed, **settings), device,

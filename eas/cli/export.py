@@ -33,9 +33,13 @@ def export_command(
     storage: StorageOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a folder that holds a previous export.")] = False,
     onnx: Annotated[bool, typer.Option("--onnx/--no-onnx", help="Also write model.onnx.")] = True,
+    formats: Annotated[str | None, typer.Option(
+        "--format", help="Device formats to add, comma-separated: pte (ExecuTorch; int8 too after `eas train`; "
+                         "extra 'executorch'), ort (ONNX Runtime's mobile format).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write arch.json, a standalone model.py, model.pt2 and model.onnx for a trial."""
+    """Write arch.json, a standalone model.py, model.pt2 and model.onnx for a trial (and the device
+    formats asked for: `eas train` rewrites them all with the trained weights)."""
     from eas.objectives import Constraints
     from eas.study.storage import check_study_name, default_url
 
@@ -43,6 +47,9 @@ def export_command(
         raise UserError("give exactly one of --trial N or --pick knee|most-accurate|smallest")
     limits = Constraints.parse(max_macs, max_params, max_memory, max_latency)
     check_study_name(study)
+    from eas.deploy.formats import FORMATS, parse_formats
+
+    wanted = parse_formats(formats)
 
     from eas.deploy.export import export_trial, prepare_output
     from eas.reports.front import select_trial
@@ -54,7 +61,7 @@ def export_command(
     if found.task is None:
         raise UserError(f"study {study!r} does not record its input shape (made by an older EAS)")
     chosen = select_trial(found.records, found.objectives, trial, pick, limits if limits.to_dict() else None)
-    document = export_trial(chosen, settings, study, out, force=force, onnx=onnx)
+    document = export_trial(chosen, settings, study, out, force=force, onnx=onnx, formats=wanted)
     if as_json:
         emit_json(document)
         return
@@ -65,4 +72,8 @@ def export_command(
     typer.echo(f"  files   arch.json, model.py, model.pt2 (max |diff| {checks['pt2_max_abs_diff']:.2g})"
                + (f", model.onnx (max |diff| vs PyTorch {checks['onnx_max_abs_diff']:.2g})"
                   if "onnx_max_abs_diff" in checks else f"; onnx {checks.get('onnx', 'not requested')}"))
+    for name in wanted:
+        diff = checks.get(f"{name}_max_abs_diff")
+        typer.echo(f"  {name:<7} " + (checks[name] if diff is None else
+                                      f"{FORMATS[name].file} (max |diff| vs PyTorch {diff:.2g})"))
     typer.echo(f"  next    eas train {out} --data {settings['data']} --epochs 30")

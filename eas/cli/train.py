@@ -85,6 +85,9 @@ def train_command(
                    **Recipe.parse(augment, label_smoothing, ema, data).to_dict())
     TrainPlan(**options, **given)  # what was typed is checked before any file is read
     document = read_arch(folder)
+    from eas.deploy.formats import stored_formats
+
+    stored_formats(document)  # a device format the folder asks for is known and installed, before training
     if teacher is not None:
         check_teacher(document, teacher)
     searched = document.get("training") or {}

@@ -25,6 +25,7 @@ from eas.arch.genome import Arch, arch_spec
 from eas.arch.profile import profile
 from eas.deploy.arch_files import standalone_source
 from eas.deploy.export import writing_folder
+from eas.deploy.formats import stored_formats
 from eas.deploy.handover import hand_over, onnx_agreement
 from eas.deploy.prune import inherit_weights, pruned_arch
 from eas.deploy.quantize import (
@@ -72,7 +73,7 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
     with writing_folder(out, force, derived_from=folder) as work:
         fp32, int8 = work / "model.onnx", work / "model.int8.onnx"
         save_weights(work / WEIGHTS, model)  # model.py loads them: the folder is a complete trained export
-        checks = hand_over(work, model, task)
+        checks = hand_over(work, model, task, stored_formats(document))
         if "removed" in checks["model.onnx"]:
             raise UserError(f"cannot quantise: model.onnx {checks['model.onnx']['removed']}")
         quantize_onnx(fp32, int8, calibration_images(task.train_x))
@@ -148,7 +149,7 @@ def compress_prune(folder: Path, out: Path, task, ratio: float, plan, meter_name
         (work / "arch.json").write_text(json.dumps({**derived_document(document, narrower.encode(), folder, method,
                                                                        metrics), "preprocessing": task.preprocessing()},
                                                    indent=2))
-        deployed = hand_over(work, tuned, task)
+        deployed = hand_over(work, tuned, task, stored_formats(document))
         (work / "report.json").write_text(json.dumps({**training, "compression": report, "deployed": deployed,
                                                       "preprocessing": task.preprocessing()}, indent=2))
         for leftover in ("checkpoint", "best.safetensors"):  # fine-tuning is done; keep only the result

@@ -5,7 +5,9 @@ written: files go to a temporary folder that replaces the target at the end):
 - arch.json: genome, space, task shape, metrics with their sources, provenance, checks;
 - model.py: standalone PyTorch code (eas/blocks.py verbatim + this arch), needs only torch;
 - model.pt2: torch.export program (initial weights);
-- model.onnx: when the `export` extra is installed, checked against PyTorch with onnxruntime.
+- model.onnx: when the `export` extra is installed, checked against PyTorch with onnxruntime;
+- model.pte, model.ort: the device formats asked for (eas.deploy.formats), each checked in its
+  own runtime; `eas train` rewrites them from the trained weights (and adds model.int8.pte).
 Parameter and MAC counts of every artifact are checked against the numbers in the study.
 """
 
@@ -30,6 +32,7 @@ from eas.arch.bounds import check_buildable, check_classes, check_shape
 from eas.arch.genome import Arch
 from eas.arch.profile import profile
 from eas.deploy.arch_files import ARCH_FORMAT, arch_document, standalone_source
+from eas.deploy.formats import FORMATS, DeployFormat
 from eas.errors import UserError
 from eas.jsonfile import read_json
 from eas.lazy import available, lazy_import
@@ -49,10 +52,11 @@ def load_standalone(path: Path):
 
 # What a previous export folder may hold: the export itself and what `eas train` adds to it.
 EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data", "model.int8.onnx",
-                "inherited.safetensors"}
+                "inherited.safetensors", "model.pte", "model.int8.pte", "model.ort"}
 TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
                  "report.json", "best.safetensors.partial", "model.safetensors.partial", "model.partial.onnx",
-                 "model.partial.pt2", "arch.json.partial", "report.json.partial"}
+                 "model.partial.pt2", "arch.json.partial", "report.json.partial", "model.partial.pte",
+                 "model.int8.partial.pte", "model.partial.ort", "model.partial.source.onnx"}
 
 
 def _is_previous_export(folder: Path, derived_from: Path | None = None) -> bool:
@@ -174,8 +178,9 @@ def writing_folder(out: Path, force: bool, derived_from: Path | None = None) -> 
 
 
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
-                 onnx: bool = True) -> dict:
-    """Write the artifacts of a stored trial into `out`; returns what arch.json holds."""
+                 onnx: bool = True, formats: list[str] | None = None) -> dict:
+    """Write the artifacts of a stored trial into `out`, with the device formats asked for
+    (eas.deploy.formats: "pte", "ort"); returns what arch.json holds."""
     arch = Arch.decode(record.genome)
     input_shape = check_shape(settings["input_shape"], "stored input shape")
     num_classes = check_classes(settings["num_classes"], "stored number of classes")
@@ -195,9 +200,33 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
         checks["pt2_params"], checks["pt2_max_abs_diff"] = _export_pt2(model, example, work / "model.pt2")
         if onnx:
             checks.update(export_onnx(model, example, work / "model.onnx"))
+        for name in formats or []:
+            checks.update(export_format(FORMATS[name], model, example, work))
         document = arch_document(record, settings, study_name, checks)
+        document["formats"] = list(formats or [])
         (work / "arch.json").write_text(json.dumps(document, indent=2, default=str))
     return document
+
+
+def export_format(deploy_format: DeployFormat, model, example, folder: Path) -> dict:
+    """One device format written from `model` and checked against it in its own runtime; a
+    converter that fails leaves no file, only its reason."""
+    path = folder / deploy_format.file
+    try:
+        deploy_format.write(model, example, path)
+        probe = torch.randn(3, *example.shape[1:])
+        with torch.no_grad():
+            expected = model(probe).numpy()
+        return {f"{deploy_format.name}_max_abs_diff": float(abs(deploy_format.run(path, probe) - expected).max())}
+    except Exception as error:  # a converter that cannot take this network: the reason is the result
+        path.unlink(missing_ok=True)
+        return {deploy_format.name: f"not written: {failure(error)}"}
+
+
+def failure(error: BaseException) -> str:
+    """An exporter's or converter's error as one short line."""
+    text = str(error).splitlines()[0][:200] if str(error) else ""
+    return f"{type(error).__name__}: {text}"
 
 
 def export_pt2_file(model, example, path: Path) -> None:

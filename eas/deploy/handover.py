@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from eas.deploy.export import export_onnx_file, export_pt2_file
+from eas.deploy.export import export_onnx_file, export_pt2_file, failure
+from eas.deploy.formats import DeployFormat, stored_formats
+from eas.deploy.quantize import calibration_images
 from eas.jsonfile import read_json
 from eas.lazy import available, lazy_import
 from eas.training.full import load_trained
@@ -25,7 +28,6 @@ from eas.training.full import load_trained
 onnxruntime = lazy_import("onnxruntime")
 
 CHECK_IMAGES = 512  # validation images every deployed file is checked on
-DEPLOYED = ("model.pt2", "model.onnx")
 STALE = ("model.int8.onnx",)  # made from the weights before this training: removed, `eas compress` remakes it
 
 
@@ -62,8 +64,10 @@ def onnx_agreement(path: Path, model: torch.nn.Module, task, images: int = CHECK
     return agreement(_torch_outputs(model.cpu().eval(), x), _onnx_outputs(Path(path), x))
 
 
-def hand_over(folder: Path, model: torch.nn.Module, task, images: int = CHECK_IMAGES) -> dict:
-    """Rewrite every deployable file in `folder` from the trained `model`; what each check found."""
+def hand_over(folder: Path, model: torch.nn.Module, task, formats: Sequence[DeployFormat] = (),
+              images: int = CHECK_IMAGES) -> dict:
+    """Rewrite every deployable file in `folder` from the trained `model`, with the device
+    `formats` its arch.json asks for (eas.deploy.formats); what each check found."""
     folder = Path(folder)
     model = model.cpu().eval().to(memory_format=torch.contiguous_format)
     x = check_images(task, images)
@@ -71,6 +75,12 @@ def hand_over(folder: Path, model: torch.nn.Module, task, images: int = CHECK_IM
     writers = {"model.pt2": (lambda path: export_pt2_file(model, x[:2], path), _pt2_outputs)}
     if available("onnxruntime"):
         writers["model.onnx"] = (lambda path: export_onnx_file(model, x[:2], path), _onnx_outputs)
+    for deploy_format in formats:
+        writers[deploy_format.file] = (lambda path, f=deploy_format: f.write(model, x[:2], path), deploy_format.run)
+        if deploy_format.int8_file:
+            calibration = torch.from_numpy(calibration_images(task.train_x))  # training images, for int8 ranges
+            writers[deploy_format.int8_file] = (
+                lambda path, f=deploy_format, c=calibration: f.write_int8(model, c, path), deploy_format.run)
     checks = {}
     for name, (write, outputs) in writers.items():
         target = folder / name
@@ -82,8 +92,7 @@ def hand_over(folder: Path, model: torch.nn.Module, task, images: int = CHECK_IM
         except Exception as error:  # an exporter or runtime that cannot take this model: say so, keep nothing old
             partial.unlink(missing_ok=True)
             target.unlink(missing_ok=True)
-            checks[name] = {"removed": f"not rewritten with the trained weights: {type(error).__name__}: "
-                                       f"{str(error).splitlines()[0][:200] if str(error) else ''}"}
+            checks[name] = {"removed": f"not rewritten with the trained weights: {failure(error)}"}
     if "model.onnx" not in writers and (folder / "model.onnx").exists():
         (folder / "model.onnx").unlink()
         checks["model.onnx"] = {"removed": "not rewritten with the trained weights: onnxruntime is not installed"}
@@ -111,7 +120,7 @@ def finish_training(folder: Path, task) -> dict:
     folder = Path(folder)
     _, model = load_trained(folder, task)
     report = read_json(folder / "report.json")
-    report["deployed"] = hand_over(folder, model, task)
+    report["deployed"] = hand_over(folder, model, task, stored_formats(read_json(folder / "arch.json")))
     report["preprocessing"] = record_preprocessing(folder, task)
     partial = folder / "report.json.partial"
     partial.write_text(json.dumps(report, indent=2))

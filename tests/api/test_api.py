@@ -1,6 +1,7 @@
 """EAS as a library: `eas.search()` and friends from Python, with a cheap evaluator injected so
 that the search itself (proposals, limits, storage, resume, front) runs in seconds."""
 
+import json
 import math
 import os
 import signal
@@ -203,3 +204,24 @@ def test_a_microcontroller_search_keeps_every_trial_within_its_sram_and_flash(st
         eas.search(**FAST, trials=1, study="mcu2", evaluator=by_width, constraints={"max_sram": "100B"})
     with pytest.raises(UserError, match="--max-sram"):
         eas.search(**FAST, trials=1, study="mcu3", evaluator=by_width, constraints={"max_sram": "64kg"})
+
+
+def test_an_export_from_python_adds_onnx_runtimes_mobile_format_checked_there(studies):
+    import onnxruntime
+    import torch
+
+    from eas.deploy.export import load_standalone
+
+    eas.search(**FAST, trials=2, study="fmt", evaluator=by_width)
+    with pytest.raises(UserError, match="choose from pte, ort"):
+        eas.export("fmt", out=studies.parent / "bad", formats=["tflite"])
+    assert not (studies.parent / "bad").exists()
+    folder = eas.export("fmt", out=studies.parent / "knee", formats=["ort"])
+    document = json.loads((folder / "arch.json").read_text())
+    assert document["formats"] == ["ort"] and document["checks"]["ort_max_abs_diff"] < 1e-4
+    torch.manual_seed(0)
+    model = load_standalone(folder / "model.py").build_model().eval()  # the weights export wrote: seed 0
+    x = torch.randn(5, *document["task"]["input_shape"])
+    session = onnxruntime.InferenceSession(str(folder / "model.ort"), providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        assert abs(session.run(None, {"input": x.numpy()})[0] - model(x).numpy()).max() < 1e-4

@@ -1,0 +1,169 @@
+"""Formats phones and small devices run, written beside model.pt2 and model.onnx on request
+(`eas export --format pte,ort`), rewritten from the trained weights by `eas train`, and checked
+in their own runtime against the PyTorch model they came from.
+
+- `pte`: an ExecuTorch program with the XNNPACK delegate (`model.pte`), and after training its
+  int8 twin (`model.int8.pte`: PT2E static quantisation, per-channel weights, calibrated on
+  training images). ExecuTorch was chosen over litert-torch's TFLite by measurement
+  (docs/how-to/microcontrollers.md, "Formats"): it installs with pip as one extra next to the
+  torch EAS already uses, and converted every sampled network of the built-in spaces with
+  float outputs within 1e-7, while litert-torch's requirements did not resolve in 15 minutes
+  and TensorFlow Lite Micro has no kernel for GELU, one of `hybrid`'s choices.
+- `ort`: ONNX Runtime's mobile format (`model.ort`), made from model.onnx by the runtime itself,
+  optimised as onnxruntime's own converter does for any hardware (its NCHWc layout, which only
+  x86 runs, left out). It needs nothing beyond the onnxruntime EAS already uses.
+
+The `.pte` files take one image at a time (batch 1), as a device runs them; `.ort` keeps
+model.onnx's free batch size. Neither needs EAS to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from eas.errors import UserError
+from eas.lazy import available, lazy_import
+from eas.measure.runtime import to_onnx
+
+ort = lazy_import("onnxruntime")
+# The executorch extra (and the torchao it brings), imported when a .pte is first written or run.
+executorch_exir = lazy_import("executorch.exir")
+executorch_runtime = lazy_import("executorch.runtime")
+xnnpack_partitioner = lazy_import("executorch.backends.xnnpack.partition.xnnpack_partitioner")
+xnnpack_quantizer = lazy_import("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+pt2e = lazy_import("torchao.quantization.pt2e.quantize_pt2e")
+
+
+@dataclass(frozen=True)
+class DeployFormat:
+    name: str  # what --format takes
+    file: str  # the float file in the export folder
+    int8_file: str | None  # its int8 twin, written after training (calibration needs the data)
+    module: str  # what must be importable to write and check it
+    install: str  # the one line that installs it
+    write: Callable[[torch.nn.Module, torch.Tensor, Path], None]  # (model, example images, path)
+    write_int8: Callable[[torch.nn.Module, torch.Tensor, Path], None] | None  # (model, calibration, path)
+    run: Callable[[Path, torch.Tensor], np.ndarray]  # (path, images) -> logits
+
+    def files(self) -> tuple[str, ...]:
+        return (self.file,) if self.int8_file is None else (self.file, self.int8_file)
+
+
+def _quiet_executorch():
+    """ExecuTorch's import logs torchao's optional CUDA kernels it cannot load: not EAS's news."""
+    for name in ("torchao", "torch.utils._pytree", "executorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _lower_to_pte(program: torch.export.ExportedProgram, path: Path) -> None:
+    lowered = executorch_exir.to_edge_transform_and_lower(
+        program, partitioner=[xnnpack_partitioner.XnnpackPartitioner()]).to_executorch()
+    path.write_bytes(lowered.buffer)
+
+
+def write_pte(model: torch.nn.Module, example: torch.Tensor, path: Path) -> None:
+    _quiet_executorch()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        _lower_to_pte(torch.export.export(model.eval(), (example[:1],)), path)
+
+
+def write_int8_pte(model: torch.nn.Module, calibration: torch.Tensor, path: Path) -> None:
+    """Static int8: activation ranges observed on `calibration` (in batches), then frozen."""
+    _quiet_executorch()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        batch = torch.export.Dim("batch", min=1, max=2**16)
+        graph = torch.export.export(model.eval(), (calibration[:2],), dynamic_shapes=({0: batch},)).module()
+        quantizer = xnnpack_quantizer.XNNPACKQuantizer().set_global(
+            xnnpack_quantizer.get_symmetric_quantization_config(is_per_channel=True))
+        observed = pt2e.prepare_pt2e(graph, quantizer)
+        for start in range(0, len(calibration), 64):
+            observed(calibration[start:start + 64])
+        _lower_to_pte(torch.export.export(pt2e.convert_pt2e(observed), (calibration[:1],)), path)
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """XNNPACK's first start prints its CPU probing notes (from C++, past Python's sys.stderr) to
+    the terminal: not the user's news. A failure still raises, with its own message."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_pte(path: Path, x: torch.Tensor) -> np.ndarray:
+    _quiet_executorch()
+    with _native_stderr_silenced():
+        method = executorch_runtime.Runtime.get().load_program(str(path)).load_method("forward")
+    return np.concatenate([method.execute([x[i:i + 1].contiguous()])[0].numpy() for i in range(len(x))])
+
+
+def write_ort(model: torch.nn.Module, example: torch.Tensor, path: Path) -> None:
+    """model.onnx's graph, optimised and saved by onnxruntime in its own (mobile) format."""
+    onnx_path = path.with_suffix(".source.onnx")
+    try:
+        to_onnx(model, example, str(onnx_path))
+        options = ort.SessionOptions()
+        options.optimized_model_filepath = str(path)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.save_model_format", "ORT")
+        ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=["NchwcTransformer"])
+    finally:
+        onnx_path.unlink(missing_ok=True)
+
+
+def run_ort(path: Path, x: torch.Tensor) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run(None, {"input": x[i:i + 64].numpy()})[0] for i in range(0, len(x), 64)])
+
+
+FORMATS = {
+    "pte": DeployFormat("pte", "model.pte", "model.int8.pte", "executorch", "pip install 'eas[executorch]'",
+                        write_pte, write_int8_pte, run_pte),
+    "ort": DeployFormat("ort", "model.ort", None, "onnxruntime", "pip install onnxruntime",
+                        write_ort, None, run_ort),
+}
+
+
+def _installed(name: str, where: str) -> DeployFormat:
+    if not available(FORMATS[name].module):
+        raise UserError(f"{where} {name} needs {FORMATS[name].module}: {FORMATS[name].install}")
+    return FORMATS[name]
+
+
+def parse_formats(text: str | None) -> list[str]:
+    """`pte,ort` -> ["pte", "ort"]: known, installed, each once; a clear error otherwise."""
+    names = [part.strip().lower() for part in (text or "").split(",") if part.strip()]
+    for name in names:
+        if name not in FORMATS:
+            raise UserError(f"--format {name!r}: choose from {', '.join(FORMATS)} (comma-separated)")
+        _installed(name, "--format")
+    if len(set(names)) != len(names):
+        raise UserError(f"--format {text!r} names a format twice")
+    return names
+
+
+def stored_formats(document: dict) -> list[DeployFormat]:
+    """The formats an export's arch.json asks for (none in an older export), each installed."""
+    names = document.get("formats") or []
+    if not isinstance(names, list) or any(not isinstance(name, str) or name not in FORMATS for name in names):
+        raise UserError(f"arch.json: 'formats' must be a list of {', '.join(FORMATS)}, not {str(names)[:60]}")
+    return [_installed(name, "arch.json asks for format") for name in names]
