@@ -249,3 +249,19 @@ def flash_bytes(arch: Arch, input_shape: tuple[int, int, int], num_classes: int)
     tensors = len(graph.sizes) + graph.constants
     return (graph.weight_values + graph.channels * (4 + 24) + TENSOR_OVERHEAD * tensors
             + OPERATOR_OVERHEAD * len(graph.operators) + FILE_OVERHEAD)
+
+
+# What the converter writes for these activations has no kernel in TensorFlow Lite Micro: such a
+# network converts, and its SRAM and flash are counted, but the interpreter refuses to load it
+# (benchmarks/microcontroller_truth.py: "Didn't find op for builtin opcode 'GELU'").
+NO_MICRO_KERNEL = ("gelu",)
+
+
+def without_micro_kernel(space) -> list[str]:
+    """The choices of `space` a microcontroller cannot run, e.g. ["stage3.act: gelu"]."""
+    found = []
+    for part, spec in space.parts():
+        acts = spec.get("act", [])
+        acts = acts if isinstance(acts, list) else [acts]
+        found += [f"{part}.act: {act}" for act in acts if act in NO_MICRO_KERNEL]
+    return found

@@ -83,7 +83,7 @@ class Space:
         """Every choice parameter with its fixed choice list, in sampling order (the training
         hyperparameters of an optional `train:` section last, as `train.lr` and so on)."""
         params = {}
-        for part, spec in [*self._specs(), ("train", self.definition.get("train") or {})]:
+        for part, spec in [*self.parts(), ("train", self.definition.get("train") or {})]:
             for key, value in spec.items():
                 if key != "kind" and isinstance(value, list) and len(value) > 1:
                     params[f"{part}.{key}"] = value
@@ -106,7 +106,7 @@ class Space:
             name = f"{part}.{key}"
             return params[name] if name in params else choices_of(spec[key])[0]
 
-        specs = dict(self._specs())
+        specs = dict(self.parts())
         stem = Stem(**{f: pick("stem", k, specs["stem"]) for k, f in STEM_FIELDS.items()
                        if k in specs["stem"]})
         stages = []
@@ -165,7 +165,8 @@ class Space:
                 return {**skipped, f"{part}.depth": 0, **rest}
         return None
 
-    def _specs(self):
+    def parts(self):
+        """(name, definition) of the stem, each stage (stage1, ...) and the head."""
         yield "stem", self.definition["stem"]
         for index, spec in enumerate(self.stages, start=1):
             yield f"stage{index}", spec

@@ -10,6 +10,7 @@ Both return an OpenedStudy: everything `run_search` needs.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import optuna
 
+from eas.arch.microcontroller import without_micro_kernel
 from eas.arch.space import Space, load_space, space_from_definition
 from eas.data.datasets import Dataset, load_dataset, parse_spec, with_resolution
 from eas.errors import UserError
@@ -37,6 +39,8 @@ from eas.study.storage import check_study_name, default_url, harden_sqlite, open
 from eas.training.proxy import Fidelity
 from eas.training.supernet_file import check_serves, load_supernet
 from eas.units import parse_seconds
+
+logger = logging.getLogger(__name__)
 
 # What `eas search` offers, with its defaults; `SearchRequest.make` takes any of these by name.
 OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
@@ -152,6 +156,7 @@ def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) 
     runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes, space)
     meter, _ = make_meter(o["meter"], cuda=torch_device.type == "cuda")
     loop.check_feasible_at_all(space, task, request.constraints, torch_device, request.runtime, meter)
+    warn_what_a_microcontroller_cannot_run(space, request)
     shared = supernet_record(o["supernet"], space, o["data"], task, o["seed"]) if o["supernet"] is not None else {}
     settings = settings_for(request, space, task, shared, ladder)
     check_resumable(request.url, request.name, settings)  # read-only: a mismatch leaves the storage untouched
@@ -165,6 +170,19 @@ def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) 
               started=None if o["queue"] else time.time())
     save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
     return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
+
+
+def warn_what_a_microcontroller_cannot_run(space: Space, request: SearchRequest) -> None:
+    """A search for a microcontroller (SRAM or flash an objective or a limit) says before it starts
+    which of its space's choices TensorFlow Lite Micro cannot run: it does not forbid them (other
+    runtimes run them), but a user who wants a microcontroller should know."""
+    limits = request.constraints
+    memory = {"sram", "flash"} & set(request.objectives) or limits.max_sram or limits.max_flash
+    unsupported = without_micro_kernel(space) if memory else []
+    if unsupported:
+        logger.warning(f"space {space.name!r} offers {', '.join(unsupported)}, which TensorFlow Lite Micro has no "
+                       "kernel for: networks that choose it are counted but will not run on a microcontroller "
+                       "(give those stages act: hswish in a space of your own)")
 
 
 def join_study(url: str, name: str, heartbeat: int | None = 10, storage=None,

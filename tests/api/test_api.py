@@ -225,3 +225,15 @@ def test_an_export_from_python_adds_onnx_runtimes_mobile_format_checked_there(st
     session = onnxruntime.InferenceSession(str(folder / "model.ort"), providers=["CPUExecutionProvider"])
     with torch.no_grad():
         assert abs(session.run(None, {"input": x.numpy()})[0] - model(x).numpy()).max() < 1e-4
+
+
+def test_a_microcontroller_search_says_first_which_choices_a_microcontroller_cannot_run(studies, caplog):
+    mcu = {**FAST, "objectives": ["accuracy", "sram", "flash"]}
+    with caplog.at_level("WARNING", logger="eas"):
+        eas.search(**{**mcu, "space": "hybrid"}, trials=1, study="h", evaluator=by_width)
+        warned = [r.getMessage() for r in caplog.records if "TensorFlow Lite Micro" in r.getMessage()]
+        assert len(warned) == 1 and "stage3.act: gelu, stage4.act: gelu" in warned[0]
+        caplog.clear()
+        eas.search(**{**FAST, "space": "hybrid"}, trials=1, study="h2", evaluator=by_width)  # not for a microcontroller
+        eas.search(**mcu, trials=1, study="t", evaluator=by_width)  # tiny has no GELU
+        assert not [r for r in caplog.records if "TensorFlow Lite Micro" in r.getMessage()]
