@@ -6,9 +6,9 @@ in their own runtime against the PyTorch model they came from.
   int8 twin (`model.int8.pte`: PT2E static quantisation, per-channel weights, calibrated on
   training images). ExecuTorch was chosen over litert-torch's TFLite by measurement
   (docs/how-to/microcontrollers.md, "Formats"): it installs with pip as one extra next to the
-  torch EAS already uses, and converted every sampled network of the built-in spaces with
-  float outputs within 1e-7, while litert-torch's requirements did not resolve in 15 minutes
-  and TensorFlow Lite Micro has no kernel for GELU, one of `hybrid`'s choices.
+  torch EAS already uses and converted every network of the spaces measured, float outputs equal
+  to PyTorch's to float rounding, while litert-torch's requirements did not resolve in 15
+  minutes and TensorFlow Lite Micro has no kernel for GELU, one of `hybrid`'s choices.
 - `ort`: ONNX Runtime's mobile format (`model.ort`), made from model.onnx by the runtime itself,
   optimised as onnxruntime's own converter does for any hardware (its NCHWc layout, which only
   x86 runs, left out). It needs nothing beyond the onnxruntime EAS already uses.
