@@ -52,7 +52,7 @@ def load_standalone(path: Path):
 
 # What a previous export folder may hold: the export itself and what `eas train` adds to it.
 EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.data", "model.int8.onnx",
-                "inherited.safetensors", "model.pte", "model.int8.pte", "model.ort"}
+                "inherited.safetensors", "model.pte", "model.int8.pte", "model.ort", "model.int8.ort"}
 TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
                  "report.json", "best.safetensors.partial", "model.safetensors.partial", "model.partial.onnx",
                  "model.partial.pt2", "arch.json.partial", "report.json.partial", "model.partial.pte",

@@ -11,7 +11,8 @@ in their own runtime against the PyTorch model they came from.
   minutes and TensorFlow Lite Micro has no kernel for GELU, one of `hybrid`'s choices.
 - `ort`: ONNX Runtime's mobile format (`model.ort`), made from model.onnx by the runtime itself,
   optimised as onnxruntime's own converter does for any hardware (its NCHWc layout, which only
-  x86 runs, left out). It needs nothing beyond the onnxruntime EAS already uses.
+  x86 runs, left out); `eas compress --int8` adds `model.int8.ort` from its model.int8.onnx. It
+  needs nothing beyond the onnxruntime EAS already uses.
 
 The `.pte` files take one image at a time (batch 1), as a device runs them; `.ort` keeps
 model.onnx's free batch size. Neither needs EAS to run.
@@ -120,14 +121,19 @@ def write_ort(model: torch.nn.Module, example: torch.Tensor, path: Path) -> None
     onnx_path = path.with_suffix(".source.onnx")
     try:
         to_onnx(model, example, str(onnx_path))
-        options = ort.SessionOptions()
-        options.optimized_model_filepath = str(path)
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.save_model_format", "ORT")
-        ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"],
-                             disabled_optimizers=["NchwcTransformer"])
+        onnx_to_ort(onnx_path, path)
     finally:
         onnx_path.unlink(missing_ok=True)
+
+
+def onnx_to_ort(onnx_path: Path, path: Path) -> None:
+    """An .onnx file (an int8 QDQ one too) saved by onnxruntime in its mobile format."""
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(path)
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.save_model_format", "ORT")
+    ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=["NchwcTransformer"])
 
 
 def run_ort(path: Path, x: torch.Tensor) -> np.ndarray:

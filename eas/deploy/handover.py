@@ -28,7 +28,8 @@ from eas.training.full import load_trained
 onnxruntime = lazy_import("onnxruntime")
 
 CHECK_IMAGES = 512  # validation images every deployed file is checked on
-STALE = ("model.int8.onnx",)  # made from the weights before this training: removed, `eas compress` remakes it
+# made from the weights before this training: removed, `eas compress` remakes them
+STALE = ("model.int8.onnx", "model.int8.ort")
 
 
 def agreement(expected: np.ndarray, got: np.ndarray) -> dict:

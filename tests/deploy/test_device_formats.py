@@ -114,3 +114,19 @@ def test_train_refuses_a_format_it_cannot_write_before_training(trained, tmp_pat
     assert_user_error(run_eas("train", str(copy), "--data", "digits", "--epochs", "3", "--quiet", cwd=ROOT),
                       "'formats' must be a list of pte, ort")
     assert {name: (copy / name).read_bytes() for name in before} == before
+
+
+def test_int8_compression_adds_the_int8_graph_in_onnx_runtimes_mobile_format(trained, tmp_path):
+    folder, _, _, _ = trained
+    copy = tmp_path / "knee"
+    subprocess.run(["cp", "-r", str(folder), str(copy)], check=True)
+    document = json.loads((copy / "arch.json").read_text())
+    (copy / "arch.json").write_text(json.dumps({**document, "formats": ["ort"]}))  # ort alone: no .pte to rewrite
+    result = run_eas("compress", str(copy), "--int8", "--out", str(tmp_path / "int8"), "--json")
+    assert result.returncode == 0, result.stderr
+    deployed = json.loads(result.stdout)["deployed"]
+    assert deployed["model.ort"]["top1_agreement"] == 1.0
+    # the int8 graph itself (as good as the int8 .onnx it came from), not the float one again
+    int8, onnx_int8 = deployed["model.int8.ort"], deployed["model.int8.onnx"]
+    assert abs(int8["top1_agreement"] - onnx_int8["top1_agreement"]) <= 0.02 and int8["max_abs_diff"] > 1e-3
+    # (no size check: on a network this small the QDQ graph's scales outweigh what int8 weights save)
