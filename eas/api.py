@@ -218,7 +218,7 @@ def export(study: str, *, out: str | Path, pick: str = "knee", trial: int | None
 
     Args:
         pick: knee, most-accurate or smallest (ignored when `trial` is given).
-        formats: device formats to add: "pte" (ExecuTorch, the executorch extra; int8 too after
+        formats: deployment formats to add: "pte" (ExecuTorch, the executorch extra; int8 too after
             `train`), "ort" (ONNX Runtime's mobile format).
 
     Returns:

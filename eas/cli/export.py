@@ -34,12 +34,11 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Replace a folder that holds a previous export.")] = False,
     onnx: Annotated[bool, typer.Option("--onnx/--no-onnx", help="Also write model.onnx.")] = True,
     formats: Annotated[str | None, typer.Option(
-        "--format", help="Device formats to add, comma-separated: pte (ExecuTorch; int8 too after `eas train`; "
+        "--format", help="Deployment formats to add, comma-separated: pte (ExecuTorch; int8 too after `eas train`; "
                          "extra 'executorch'), ort (ONNX Runtime's mobile format).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write arch.json, a standalone model.py, model.pt2 and model.onnx for a trial (and the device
-    formats asked for: `eas train` rewrites them all with the trained weights)."""
+    """Write arch.json, a standalone model.py, model.pt2, model.onnx (and --format's) for a trial."""
     from eas.objectives import Constraints
     from eas.study.storage import check_study_name, default_url
 

@@ -87,7 +87,7 @@ def train_command(
     document = read_arch(folder)
     from eas.deploy.formats import stored_formats
 
-    stored_formats(document)  # a device format the folder asks for is known and installed, before training
+    stored_formats(document)  # a deployment format the folder asks for is known and installed, before training
     if teacher is not None:
         check_teacher(document, teacher)
     searched = document.get("training") or {}

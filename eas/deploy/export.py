@@ -6,7 +6,7 @@ written: files go to a temporary folder that replaces the target at the end):
 - model.py: standalone PyTorch code (eas/blocks.py verbatim + this arch), needs only torch;
 - model.pt2: torch.export program (initial weights);
 - model.onnx: when the `export` extra is installed, checked against PyTorch with onnxruntime;
-- model.pte, model.ort: the device formats asked for (eas.deploy.formats), each checked in its
+- model.pte, model.ort: the deployment formats asked for (eas.deploy.formats), each checked in its
   own runtime; `eas train` rewrites them from the trained weights (and adds model.int8.pte).
 Parameter and MAC counts of every artifact are checked against the numbers in the study.
 """
@@ -179,7 +179,7 @@ def writing_folder(out: Path, force: bool, derived_from: Path | None = None) -> 
 
 def export_trial(record, settings: dict, study_name: str, out: Path, force: bool = False,
                  onnx: bool = True, formats: list[str] | None = None) -> dict:
-    """Write the artifacts of a stored trial into `out`, with the device formats asked for
+    """Write the artifacts of a stored trial into `out`, with the deployment formats asked for
     (eas.deploy.formats: "pte", "ort"); returns what arch.json holds."""
     arch = Arch.decode(record.genome)
     input_shape = check_shape(settings["input_shape"], "stored input shape")
@@ -209,7 +209,7 @@ def export_trial(record, settings: dict, study_name: str, out: Path, force: bool
 
 
 def export_format(deploy_format: DeployFormat, model, example, folder: Path) -> dict:
-    """One device format written from `model` and checked against it in its own runtime; a
+    """One deployment format written from `model` and checked against it in its own runtime; a
     converter that fails leaves no file, only its reason."""
     path = folder / deploy_format.file
     try:
