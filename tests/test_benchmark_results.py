@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -166,12 +167,14 @@ def test_each_search_efficiency_figure_stands_under_its_heading():
     """Read back by heading: each method's trial count and full-fidelity count are its results'."""
     text = tables.search_efficiency_table("mobile")
     block = [line[4:] for line in text.splitlines() if line.startswith("    ")]
-    heading = block[0]
-    columns = [heading.index(name) for name in ("final HV", "vs random", "full-fidelity results", "trials")]
+    # each column spans its run of dashes (right-aligned values can be wider than their heading)
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", block[1])]
+    headings = [block[0][a:b].strip() for a, b in spans]
+    columns = [spans[headings.index(name)] for name in ("final HV", "vs random", "full-fidelity results", "trials")]
     done, _ = units.load_results(search_efficiency.benchmark("mobile"), units.RESULTS)
     for line in block[2:]:
         method = line.split()[0]
-        final, ratio, counts, trials = (line[a:b].strip() for a, b in zip(columns, [*columns[1:], None], strict=True))
+        final, ratio, counts, trials = (line[a:b].strip() for a, b in columns)
         ran = [r for r in done.values() if r["settings"].get("method") == method]
         if not ran:
             assert final == counts == trials == "-"
