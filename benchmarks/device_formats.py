@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import units
-from trained_like import trained_like
+from trained_like import random_arch, trained_like
 
 from eas.units import table as text_table
 
@@ -71,7 +71,7 @@ def run(unit: units.Unit) -> tuple[dict, object]:
     rng = random.Random(s["seed"])
     rows = []
     for index in range(s["networks"]):
-        arch = space.arch_from_params({k: rng.choice(v) for k, v in space.parameters().items() if v})
+        arch = random_arch(space, rng)
         images = np.random.default_rng(index)
         model = trained_like(arch.encode(), shape, s["classes"], images)
         calibration = torch.from_numpy(images.random((s["images"], *shape), dtype=np.float32))

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import units
-from trained_like import trained_like
+from trained_like import random_arch, trained_like
 
 from eas.units import table as text_table
 
@@ -127,10 +127,8 @@ def run(unit: units.Unit) -> tuple[dict, object]:
     space = load_space(s["space"]).for_task(shape)
     rng = random.Random(s["seed"])
     rows = []
-    choices = {k: [c for c in v if not k.endswith(".act") or s["activations"] is None or c in s["activations"]]
-               for k, v in space.parameters().items()}
     for index in range(s["networks"]):
-        arch = space.arch_from_params({k: rng.choice(v) for k, v in choices.items() if v})
+        arch = random_arch(space, rng, s["activations"])
         started = time.perf_counter()
         counted = {"genome": arch.encode(), "sram_counted": sram_bytes(arch, shape, s["classes"]),
                    "flash_counted": flash_bytes(arch, shape, s["classes"])}

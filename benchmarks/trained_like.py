@@ -27,3 +27,11 @@ def trained_like(genome: str, shape: tuple, classes: int, rng):
         for _ in range(4):
             model(torch.from_numpy(rng.random((32, *shape), dtype=np.float32)))
     return model.eval()
+
+
+def random_arch(space, rng, activations: list[str] | None = None):
+    """One architecture drawn from `space` by `rng` (a random.Random), each choice uniform; with
+    `activations`, the `.act` choices are kept to those."""
+    choices = {k: [c for c in v if not k.endswith(".act") or activations is None or c in activations]
+               for k, v in space.parameters().items()}
+    return space.arch_from_params({k: rng.choice(v) for k, v in choices.items() if v})

@@ -73,12 +73,13 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
     with writing_folder(out, force, derived_from=folder) as work:
         fp32, int8 = work / "model.onnx", work / "model.int8.onnx"
         save_weights(work / WEIGHTS, model)  # model.py loads them: the folder is a complete trained export
-        checks = hand_over(work, model, task, stored_formats(document))
+        formats = stored_formats(document)
+        checks = hand_over(work, model, task, formats)
         if "removed" in checks["model.onnx"]:
             raise UserError(f"cannot quantise: model.onnx {checks['model.onnx']['removed']}")
         quantize_onnx(fp32, int8, calibration_images(task.train_x))
         checks["model.int8.onnx"] = onnx_agreement(int8, model, task)
-        if FORMATS["ort"] in stored_formats(document):  # the int8 graph in ONNX Runtime's mobile format too
+        if FORMATS["ort"] in formats:  # the int8 graph in ONNX Runtime's mobile format too
             onnx_to_ort(int8, work / "model.int8.ort")
             checks["model.int8.ort"] = onnx_agreement(work / "model.int8.ort", model, task)
         before, after = measure_onnx(fp32, test_x, test_y, meter), measure_onnx(int8, test_x, test_y, meter)
