@@ -12,8 +12,9 @@ that fidelity ranks candidates stably enough to judge a front by.
 The hypervolume counts only accuracies measured at the full fidelity (EAS's lower rungs do not
 count), normalised by bounds fixed in the configuration (accuracy from 100% down to 50%; MACs,
 parameters and inference energy on a log10 scale around the space's smallest and largest
-architecture). Each configuration records the hash of the space it measured: a space that
-changed since is refused, and its units stay valid for the space they measured.
+architecture). Each configuration records the hash of the space it measured; when the built-in
+space has changed since, its units go on measuring the frozen copy under benchmarks/spaces/
+(`<name>-<hash>.yaml`), so a question keeps its space until all its units are done.
 
     python benchmarks/search_efficiency.py --space mobile --list
     nice -n 19 python benchmarks/search_efficiency.py --space mobile --next
@@ -28,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import units
@@ -55,11 +57,27 @@ CONFIGS = {
 }
 
 
-def space_hash(name: str) -> str:
+FROZEN_SPACES = Path(__file__).parent / "spaces"
+
+
+def space_hash(name: str | Path) -> str:
     from eas.arch.space import load_space
 
     text = json.dumps(load_space(name).definition, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def measured_space(settings: dict) -> str:
+    """The space file a unit measures: the built-in space while it is the one of the
+    configuration's hash, else its frozen copy."""
+    name, wanted = settings["space"], settings["space_hash"]
+    frozen = FROZEN_SPACES / f"{name}-{wanted}.yaml"
+    for source in (name, str(frozen)):
+        if (source == name or frozen.exists()) and space_hash(source) == wanted:
+            return source
+    raise SystemExit(f"space {name!r} changed since this configuration was made (hash {space_hash(name)}, "
+                     f"units measured {wanted}) and {frozen} does not hold the old one: add a configuration "
+                     "for the new space, keep this one for its results")
 
 
 def units_of(config_name: str) -> list[units.Unit]:
@@ -76,10 +94,7 @@ def units_of(config_name: str) -> list[units.Unit]:
 
 def run(unit: units.Unit) -> tuple[dict, object]:
     settings = unit.settings
-    if space_hash(settings["space"]) != settings["space_hash"]:
-        raise SystemExit(f"space {settings['space']!r} changed since this configuration was made (hash "
-                         f"{space_hash(settings['space'])}, units measured {settings['space_hash']}): "
-                         "add a configuration for the new space, keep this one for its results")
+    measured_space(settings)  # refuses a changed space without its frozen copy before any work
     if settings["kind"] == "calibration":
         return calibrate(settings)
     return search(unit.name, settings)
@@ -91,7 +106,8 @@ def search(name: str, settings: dict) -> tuple[dict, object]:
 
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{folder}/{name}.db"
-        command = [sys.executable, "-m", "eas", "search", "--space", settings["space"], "--data", settings["data"],
+        command = [sys.executable, "-m", "eas", "search", "--space", measured_space(settings),
+                   "--data", settings["data"],
                    "--cpu-budget", f"{settings['cpu_budget_seconds']}s", "--seed", str(settings["seed"]),
                    "--study", name, "--storage", url, "--no-warm-start", "--quiet",
                    "--threads", str(settings["threads"]), "--trial-timeout", "24h",
@@ -134,7 +150,7 @@ def calibrate(settings: dict) -> tuple[dict, object]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     task = load_dataset(settings["data"])
-    space = load_space(settings["space"], task.input_shape)
+    space = load_space(measured_space(settings), task.input_shape)
     limit = Constraints.parse(settings["max_macs"], None, None, None)
     fidelity = Fidelity(epochs=settings["epochs"], subset=settings["subset"])
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=12345))

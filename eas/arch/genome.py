@@ -187,17 +187,24 @@ class Arch:
         """Equal for genomes that build the same network, whatever token order or unused field."""
         return hashlib.sha256(self.canonical().encode().encode()).hexdigest()[:16]
 
-    def adapted_to(self, resolution: int, min_feature_size: int = 3) -> Arch:
+    def adapted_to(self, resolution: int, min_feature_size: int = 3,
+                   may_stride: list[bool] | None = None) -> Arch:
         """The one written rule for small inputs (the search spaces' and the baselines' alike):
-        the earliest stride-2 steps become stride 1 until the last feature map is at least
-        `min_feature_size` pixels, as the common small-input versions of MobileNets set the stem
-        and first strides to 1. An input large enough keeps every stride."""
+        a network takes as many stride-2 steps as `resolution` allows, so that the last feature
+        map is at least `min_feature_size` pixels. With more, the earliest become stride 1, as the
+        common small-input versions of MobileNets set the stem and first strides to 1. With fewer,
+        the latest positions that `may_stride` marks (the stem, then each stage: those a space lets
+        the search choose a stride for) take stride 2, so a space's stride choices say *where* the
+        network downsamples, never how often. An input large enough keeps every stride."""
         allowed = max(0, math.floor(math.log2(resolution / min_feature_size)))
         strides = [self.stem.stride] + [s.stride for s in self.stages]
         excess = sum(s == 2 for s in strides) - allowed
         for i, stride in enumerate(strides):
             if excess > 0 and stride == 2:
                 strides[i], excess = 1, excess - 1
+        for i in reversed(range(len(strides))):
+            if excess < 0 and may_stride and may_stride[i] and strides[i] == 1:
+                strides[i], excess = 2, excess + 1
         return self.with_strides(strides)
 
     def with_strides(self, strides: list[int]) -> Arch:

@@ -109,22 +109,24 @@ class Space:
         specs = dict(self.parts())
         stem = Stem(**{f: pick("stem", k, specs["stem"]) for k, f in STEM_FIELDS.items()
                        if k in specs["stem"]})
-        stages = []
+        stages, may_stride = [], [_offers_stride_2(specs["stem"])]
         for index, spec in enumerate(self.stages, start=1):
             part = f"stage{index}"
             values = {f: pick(part, k, spec) for k, f in STAGE_FIELDS.items() if k in spec}
             if values.get("repeats", 1) == 0:
                 continue
             stages.append(Stage(kind=spec["kind"], **values))
+            may_stride.append(_offers_stride_2(spec))
         head = Head(**{f: pick("head", k, specs["head"]) for k, f in HEAD_FIELDS.items()
                        if k in specs["head"]})
-        return self.adapt(Arch(stem, tuple(stages), head))
+        return self.adapt(Arch(stem, tuple(stages), head), may_stride)
 
-    def adapt(self, arch: Arch) -> Arch:
-        """Drop the earliest stride-2 steps that the task's resolution cannot afford."""
+    def adapt(self, arch: Arch, may_stride: list[bool] | None = None) -> Arch:
+        """`arch` with as many stride-2 steps as the task's resolution allows (`Arch.adapted_to`);
+        `may_stride` marks the parts whose stride the space leaves to the search."""
         if self.resolution is None:
             return arch
-        return arch.adapted_to(self.resolution, self.min_feature_size)
+        return arch.adapted_to(self.resolution, self.min_feature_size, may_stride)
 
     def params_of(self, arch: Arch) -> dict[str, Any] | None:
         """The params that make this space produce `arch` (after adaptation), or None; training
@@ -133,6 +135,7 @@ class Space:
         names = self.parameters()
         params: dict[str, Any] = {n: c[0] for n, c in names.items() if n.startswith("train.")}
         for part, values in (("stem", {"width": target.stem.width, "kernel": target.stem.kernel,
+                                       "stride": target.stem.stride,
                                        "act": target.stem.act}),
                              ("head", {"width": target.head.width, "hidden": target.head.ffn,
                                        "act": target.head.act, "dropout": target.head.dropout})):
@@ -206,6 +209,12 @@ class Space:
         starts = [{n: pick(c, key=cost_order) for n, c in self.parameters().items()} for pick in (min, max)]
         return self.arch_from_params(min((_coordinate_search(self.parameters(), start, of_params)
                                           for start in starts), key=of_params))
+
+
+def _offers_stride_2(spec: dict) -> bool:
+    """Whether a part's stride is the search's to choose (a choice list holding 2)."""
+    strides = choices_of(spec.get("stride", 1))
+    return len(strides) > 1 and 2 in strides
 
 
 def _coordinate_search(choices: dict[str, list], start: dict, cost, sweeps: int = 8) -> dict:

@@ -436,7 +436,16 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int, base=No
             return "evaluated before"
         return None
 
-    return ConstraintAwareSampler(base, distributions, refuse, seed=seed)
+    counted = [k for k in Constraints.COUNTED if getattr(constraints, k) is not None]
+
+    def excess(params: dict) -> float:
+        try:
+            violations = constraints.violations(counted_metrics(space.arch_from_params(params), task))
+        except UserError:
+            return math.inf
+        return max(violations[k] for k in counted)
+
+    return ConstraintAwareSampler(base, distributions, refuse, seed=seed, excess=excess if counted else None)
 
 
 def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,

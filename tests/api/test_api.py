@@ -46,6 +46,15 @@ def test_a_search_from_python_returns_its_front_knee_and_study(studies):
     assert eas.open_study("py").knee.number == again.knee.number
 
 
+def test_a_search_under_one_million_macs_finds_mobile_networks_below_it(studies):
+    # At 28 px the mobile space's stride choices reach 0.25 M MACs; so few of its networks are
+    # under 1 M that the guard repairs proposals instead of waiting for a legal draw.
+    result = eas.search(**{**FAST, "space": "mobile", "data": "fashion-mnist"}, trials=4, study="m1",
+                        evaluator=by_width, constraints={"max_macs": "1M"})
+    assert [r.state for r in result.records] == ["complete"] * 4
+    assert all(r.metrics["macs"] <= 1_000_000 and r.metrics["status"] == "ok" for r in result.records)
+
+
 def test_own_arrays_are_written_once_and_read_by_the_study(studies):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 255, (200, 10, 10), dtype=np.uint8)

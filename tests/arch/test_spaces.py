@@ -71,6 +71,47 @@ def test_spaces_adapt_to_the_input_resolution():
         assert model(torch.zeros(1, 3, size, size)).shape == (1, 10)
 
 
+def test_stride_choices_say_where_the_network_downsamples_never_how_often():
+    # mobile lets the stem and four stages choose their stride; at 28 px the rule allows three
+    # stride-2 steps, at 224 px all five positions take one.
+    for size, expected in [(28, 3), (224, 5)]:
+        space = load_space("mobile", (1, size, size))
+        archs = sample_archs(space, 40, seed=size)
+        assert {arch.downsamplings for arch in archs} == {expected}
+        if size == 28:  # and the places differ from network to network
+            places = {tuple(s.stride for s in (arch.stem, *arch.stages)) for arch in archs}
+            assert len(places) > 3
+    # The sampled choices are kept where the count allows them: stride 2 chosen early stays early.
+    space = load_space("mobile", (1, 28, 28))
+    first = {n: c[0] for n, c in space.parameters().items()}
+    early = {**first, "stem.stride": 2, "stage2.stride": 2, "stage3.stride": 2,
+             "stage4.stride": 1, "stage6.stride": 1}
+    arch = space.arch_from_params(early)
+    assert [s.stride for s in (arch.stem, *arch.stages)][:4] == [2, 1, 2, 2]
+    assert space.params_of(arch) is not None
+    # None chosen: the latest positions that may stride take it (stages 5 and 7 are skipped at
+    # their first depth choice, 0: stem, stages 1-4 and 6 remain).
+    late = space.arch_from_params({**first, **{n: 1 for n in space.parameters() if n.endswith(".stride")}})
+    assert [s.stride for s in (late.stem, *late.stages)] == [1, 1, 1, 2, 2, 2]
+
+
+def test_the_rule_for_strides_fills_only_the_positions_the_space_leaves_open():
+    arch = reference("mobilenet_v3_small").with_strides([1] * 9)
+    assert arch.adapted_to(28).downsamplings == 0  # a baseline: nothing marked, nothing added
+    marked = [False, True, False, True, False, False, False, True, False]
+    filled = arch.adapted_to(28, may_stride=marked)
+    assert [s.stride for s in (filled.stem, *filled.stages)] == [1, 2, 1, 2, 1, 1, 1, 2, 1]
+    assert arch.adapted_to(224, may_stride=marked).downsamplings == 3  # fewer places than allowed
+
+
+def test_mobile_reaches_below_the_cheapest_mobilenet_at_28_px():
+    space = load_space("mobile", (1, 28, 28))
+    least, most = space.cost_ranges((1, 28, 28), 10)["macs"]
+    cheapest_family = profile(build(reference("mobilenet_v3_small@0.35"), (1, 28, 28), 10), (1, 28, 28)).macs
+    assert least < cheapest_family < 0.5e6
+    assert most > 80e6  # and still reaches as high as before the strides were choices
+
+
 def test_extremes_bound_the_costs():
     space = load_space("mobile", (1, 28, 28))
     low, high = space.extremes((1, 28, 28), 10)

@@ -118,7 +118,7 @@ def test_rank_agreement_is_kendall_tau_over_promoted_trials():
 @pytest.mark.slow
 def test_proposals_over_a_counted_limit_never_become_trials_and_no_legal_choice_is_lost():
     space = load_space("mobile", SHAPE)
-    limit = 12e6  # about 2% of this space at 28x28
+    limit = 4e6  # about 2% of this space at 28x28
 
     def refuse(params):
         return "over" if arch_cost(space.arch_from_params(params), SHAPE, 10).macs > limit else None
@@ -151,6 +151,37 @@ def test_proposals_over_a_counted_limit_never_become_trials_and_no_legal_choice_
             if share >= 0.03:  # common enough that 250 proposals all but surely contain it
                 assert seen[choice] > 0, (name, choice)
             assert abs(seen[choice] / len(accepted) - share) < 0.12, (name, choice)
+
+
+def test_a_limit_too_tight_for_rejection_is_met_by_repairing_the_proposal():
+    space = load_space("mobile", SHAPE)
+    limit = 1e6  # a few in 100,000 of this space at 28x28: rejection alone gives up
+
+    def macs(params):
+        return arch_cost(space.arch_from_params(params), SHAPE, 10).macs
+
+    def refuse(params):
+        return "over max_macs" if macs(params) > limit else None
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    distributions = space_distributions(space)
+    # Counted tries, not seconds, end each search for a proposal: the same on a loaded machine.
+    plain = ConstraintAwareSampler(optuna.samplers.RandomSampler(seed=0), distributions, refuse, tries=300,
+                                   seconds=1e9)
+    repairing = ConstraintAwareSampler(optuna.samplers.RandomSampler(seed=0), distributions, refuse, tries=300,
+                                       seconds=1e9, seed=0, excess=lambda params: macs(params) / limit - 1,
+                                       repair_after=100)
+    found = {}
+    for name, sampler in (("plain", plain), ("repairing", repairing)):
+        study = optuna.create_study(sampler=sampler)
+        found[name] = []
+        for _ in range(6):
+            trial = study.ask()
+            found[name].append(space.sample(trial))
+            study.tell(trial, 0.0)
+    assert all(arch_cost(arch, SHAPE, 10).macs > limit for arch in found["plain"])
+    assert all(arch_cost(arch, SHAPE, 10).macs <= limit for arch in found["repairing"])
+    assert len({arch.encode() for arch in found["repairing"]}) == 6  # near six different proposals
 
 
 def test_a_tpe_proposal_evaluated_before_gives_way_to_its_nearest_new_neighbour():
