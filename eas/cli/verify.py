@@ -41,6 +41,10 @@ def verify_command(
     init: Annotated[str, typer.Option("--init", help="scratch: train each member from fresh weights, as `eas "
                                       "train` will; inherited (one-shot studies): fine-tune from the supernet's "
                                       "weights.")] = "scratch",
+    deploy: Annotated[str | None, typer.Option(
+        "--deploy", help="Also write each member in this deployment format (pte: ExecuTorch, ort: ONNX Runtime's "
+        "mobile format), run it in that format's runtime and compare it with PyTorch: deployable or not, with "
+        "the reason, agreement, latency and size (float, and int8 where the format has it).")] = None,
     augment: AugmentOption = "none",
     label_smoothing: LabelSmoothingOption = 0.0,
     ema: EmaOption = 0.0,
@@ -69,6 +73,7 @@ def verify_command(
     from eas.study.storage import open_storage
     from eas.training.recipe import Recipe
 
+    _deploy_check(deploy)  # a format unknown or not installed is refused before the study is read
     loaded = StudyReader(url, study).loaded()
     space = space_from_definition(loaded.settings["space"], source=f"study {study}")
     names = parse_baselines(baselines or ["auto"], space)
@@ -98,7 +103,9 @@ def verify_command(
 
     if init not in ("scratch", "inherited"):
         raise UserError(f"--init must be scratch or inherited (got {init!r})")
-    plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset, init)
+    deploy_format, deploy_check = _deploy_check(deploy)
+    plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset, init, deploy_format,
+                      deploy_check)
     result = verify_front(loaded, task, plan, runs, save_run, on_result=progress)
     history = stored.user_attrs.get(schema.VERIFICATION)
     stored.set_user_attr(schema.VERIFICATION, [*(history if isinstance(history, list) else [])[-9:], result])
@@ -106,3 +113,19 @@ def verify_command(
         emit_json(result)
         return
     typer.echo("\n".join(verification_lines(result)))
+
+
+def _deploy_check(text: str | None):
+    """(format name, the check verify runs on each trained member), or (None, None)."""
+    if text is None:
+        return None, None
+    from eas.deploy.formats import FORMATS, parse_formats
+    from eas.errors import UserError
+
+    names = parse_formats(text, "--deploy")
+    if len(names) != 1:
+        raise UserError(f"--deploy takes one format: {', '.join(FORMATS)} (got {text!r})")
+    from eas.deploy.deployable import check_deployable
+
+    chosen = FORMATS[names[0]]
+    return chosen.name, lambda model, task, threads: check_deployable(model, task, chosen, threads)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import statistics
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ ort = lazy_import("onnxruntime")
 # The executorch extra (and the torchao it brings), imported when a .pte is first written or run.
 executorch_exir = lazy_import("executorch.exir")
 executorch_runtime = lazy_import("executorch.runtime")
+executorch_native = lazy_import("executorch.extension.pybindings.portable_lib")
 xnnpack_partitioner = lazy_import("executorch.backends.xnnpack.partition.xnnpack_partitioner")
 xnnpack_quantizer = lazy_import("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
 pt2e = lazy_import("torchao.quantization.pt2e.quantize_pt2e")
@@ -54,10 +57,31 @@ class DeployFormat:
     install: str  # the one line that installs it
     write: Callable[[torch.nn.Module, torch.Tensor, Path], None]  # (model, example images, path)
     write_int8: Callable[[torch.nn.Module, torch.Tensor, Path], None] | None  # (model, calibration, path)
-    run: Callable[[Path, torch.Tensor], np.ndarray]  # (path, images) -> logits
+    load: Callable[[Path, int], Callable[[torch.Tensor], np.ndarray]]  # (path, threads) -> images -> logits
+    batch: int  # images per call the file takes at most
 
     def files(self) -> tuple[str, ...]:
         return (self.file,) if self.int8_file is None else (self.file, self.int8_file)
+
+    def run(self, path: Path, x: torch.Tensor, threads: int = 1) -> np.ndarray:
+        """The logits of `x` from the file, run in its own runtime."""
+        predict = self.load(path, threads)
+        return np.concatenate([predict(x[i:i + self.batch]) for i in range(0, len(x), self.batch)])
+
+    def latency_ms(self, path: Path, image: torch.Tensor, threads: int = 1, repeats: int = 50,
+                   seconds: float = 3.0) -> float:
+        """Median milliseconds of one image through the loaded file (after 5 warm-up runs), as a
+        device that keeps the program loaded meets it; at most `seconds` of timed runs."""
+        predict = self.load(path, threads)
+        for _ in range(5):
+            predict(image)
+        times: list[float] = []
+        end = time.perf_counter() + seconds
+        while len(times) < repeats and (len(times) < 5 or time.perf_counter() < end):
+            start = time.perf_counter()
+            predict(image)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1e3
 
 
 def _quiet_executorch():
@@ -109,11 +133,26 @@ def _native_stderr_silenced():
         os.close(saved)
 
 
-def run_pte(path: Path, x: torch.Tensor) -> np.ndarray:
+def load_pte(path: Path, threads: int = 1) -> Callable[[torch.Tensor], np.ndarray]:
+    """The program's forward method, on XNNPACK's thread pool set to `threads`. The pool is one per
+    process and a loaded method keeps using the pool it was loaded with: resetting it under a
+    loaded method crashes the process, so it is reset before loading, and only when it changes."""
     _quiet_executorch()
     with _native_stderr_silenced():
-        method = executorch_runtime.Runtime.get().load_program(str(path)).load_method("forward")
-    return np.concatenate([method.execute([x[i:i + 1].contiguous()])[0].numpy() for i in range(len(x))])
+        runtime = executorch_runtime.Runtime.get()
+        pool = portable_lib()
+        if pool is not None and pool._threadpool_get_thread_count() != threads:
+            pool._unsafe_reset_threadpool(threads)
+        method = runtime.load_program(str(path)).load_method("forward")
+    return lambda x: method.execute([x.contiguous()])[0].numpy()
+
+
+def portable_lib():
+    """ExecuTorch's native module, for its thread pool (private calls: None where they are gone)."""
+    try:
+        return executorch_native if hasattr(executorch_native, "_unsafe_reset_threadpool") else None
+    except ImportError:
+        return None
 
 
 def write_ort(model: torch.nn.Module, example: torch.Tensor, path: Path) -> None:
@@ -136,16 +175,18 @@ def onnx_to_ort(onnx_path: Path, path: Path) -> None:
                          disabled_optimizers=["NchwcTransformer"])
 
 
-def run_ort(path: Path, x: torch.Tensor) -> np.ndarray:
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run(None, {"input": x[i:i + 64].numpy()})[0] for i in range(0, len(x), 64)])
+def load_ort(path: Path, threads: int = 1) -> Callable[[torch.Tensor], np.ndarray]:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, {"input": x.numpy()})[0]
 
 
 FORMATS = {
     "pte": DeployFormat("pte", "model.pte", "model.int8.pte", "executorch", "pip install 'eas[executorch]'",
-                        write_pte, write_int8_pte, run_pte),
+                        write_pte, write_int8_pte, load_pte, batch=1),
     "ort": DeployFormat("ort", "model.ort", None, "onnxruntime", "pip install onnxruntime",
-                        write_ort, None, run_ort),
+                        write_ort, None, load_ort, batch=64),
 }
 
 
@@ -155,15 +196,15 @@ def _installed(name: str, where: str) -> DeployFormat:
     return FORMATS[name]
 
 
-def parse_formats(text: str | None) -> list[str]:
+def parse_formats(text: str | None, option: str = "--format") -> list[str]:
     """`pte,ort` -> ["pte", "ort"]: known, installed, each once; a clear error otherwise."""
     names = [part.strip().lower() for part in (text or "").split(",") if part.strip()]
     for name in names:
         if name not in FORMATS:
-            raise UserError(f"--format {name!r}: choose from {', '.join(FORMATS)} (comma-separated)")
-        _installed(name, "--format")
+            raise UserError(f"{option} {name!r}: choose from {', '.join(FORMATS)} (comma-separated)")
+        _installed(name, option)
     if len(set(names)) != len(names):
-        raise UserError(f"--format {text!r} names a format twice")
+        raise UserError(f"{option} {text!r} names a format twice")
     return names
 
 

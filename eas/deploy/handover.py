@@ -54,7 +54,7 @@ def _pt2_outputs(path: Path, x: torch.Tensor) -> np.ndarray:
         return torch.cat([program(x[i:i + 64]) for i in range(0, len(x), 64)]).numpy()
 
 
-def _torch_outputs(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+def torch_outputs(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
     with torch.no_grad():
         return torch.cat([model(x[i:i + 64]) for i in range(0, len(x), 64)]).numpy()
 
@@ -62,7 +62,7 @@ def _torch_outputs(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
 def onnx_agreement(path: Path, model: torch.nn.Module, task, images: int = CHECK_IMAGES) -> dict:
     """An ONNX file (an int8 one, say) against the trained PyTorch model on validation images."""
     x = check_images(task, images)
-    return agreement(_torch_outputs(model.cpu().eval(), x), _onnx_outputs(Path(path), x))
+    return agreement(torch_outputs(model.cpu().eval(), x), _onnx_outputs(Path(path), x))
 
 
 def hand_over(folder: Path, model: torch.nn.Module, task, formats: Sequence[DeployFormat] = (),
@@ -72,7 +72,7 @@ def hand_over(folder: Path, model: torch.nn.Module, task, formats: Sequence[Depl
     folder = Path(folder)
     model = model.cpu().eval().to(memory_format=torch.contiguous_format)
     x = check_images(task, images)
-    expected = _torch_outputs(model, x)
+    expected = torch_outputs(model, x)
     writers = {"model.pt2": (lambda path: export_pt2_file(model, x[:2], path), _pt2_outputs)}
     if available("onnxruntime"):
         writers["model.onnx"] = (lambda path: export_onnx_file(model, x[:2], path), _onnx_outputs)

@@ -12,7 +12,8 @@ Every trained model is stored in the study as soon as it is validated, under a k
 determines its result (genome, seed, steps, training settings, recipe, data), so an interrupted
 verify resumes without training a finished model again. Latency and inference energy are
 measured for every model in the same process, in the study's deployment runtime, so front and
-baselines are timed alike.
+baselines are timed alike. With a deployment format (`--deploy pte`), each member's first trained
+model is also written in that format and checked in its own runtime (eas.deploy.deployable).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class VerifyPlan:
     epochs: float | None = None  # instead of `factor`: epochs of the (subset of the) training images
     subset: int | None = None  # training images; None: the study's full fidelity's
     init: str = "scratch"  # or "inherited": a one-shot study's members start from their supernet weights
+    deploy: str | None = None  # a deployment format (pte, ort) each member is checked in after training
+    # (trained model, task, runtime threads) -> figures; eas.deploy.deployable, given by the caller
+    deploy_check: Callable[[object, object, int], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,10 +116,14 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
             inherits = supernet if model.trial is not None else None  # baselines always start from scratch
             key = run_key(model, seed, steps, plan.recipe, settings.data, plan.init if inherits else "scratch")
             run = stored_runs.get(key)
-            if valid_run(run):
+            # The deployment check needs the trained weights, which are not kept: a stored run
+            # without it is trained again (same key, same result) and checked.
+            check = plan.deploy_check if plan.deploy and offset == 1 and model.trial is not None else None
+            if valid_run(run) and (check is None or _deployed_in(run, plan.deploy)):
                 tally["reused"] += 1
             else:
-                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits)
+                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits,
+                                  check, runtime.threads or 1)
                 tally["trained"] += 1
                 if save_run:
                     save_run(key, run)
@@ -133,6 +141,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     # Timed together after all training, so that front and baselines meet the same machine.
     costs = {model: _costs(model, task, runtime, plan.device, settings.meter, runs[model]) for model in runs}
     rows = [verified_row(record, runs[model]) | {"costs": costs[model]}
+            | ({"deploy": runs[model][0]["deploy"]} if plan.deploy else {})
             for record, model in zip(front, members, strict=True)]
     baselines = [{"name": m.name, "family": family_of(m.name), "genome": m.arch.encode(),
                   **verified_stats(runs[m]), "costs": costs[m]} for m in baseline_models]
@@ -145,7 +154,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
               "train_images": min(len(task.train_y), study_fidelity.subset or len(task.train_y)),
               "kendall_tau": None if not math.isfinite(tau) else float(tau),
               "held": sum(r["held_place"] for r in rows), "of": len(rows), "recipe": plan.recipe.to_dict(),
-              "init": plan.init,
+              "init": plan.init, **({"deploy": plan.deploy} if plan.deploy else {}),
               **tally}
     if baselines:
         result["baselines"] = baselines
@@ -155,18 +164,27 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     return result
 
 
+def _deployed_in(run: dict, deploy_format: str | None) -> bool:
+    checked = run.get("deploy")
+    return isinstance(checked, dict) and checked.get("format") == deploy_format \
+        and isinstance(checked.get("deployable"), bool)
+
+
 def _train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
-                supernet=None) -> dict:
+                supernet=None, deploy_check=None, threads: int = 1) -> dict:
     candidate = Candidate(model.arch, task, model.fidelity, plan.device, seed, meter)
     if supernet is not None:  # fine-tuned from the weights the search scored it with
         one_shot.inherit(candidate, supernet)
     result = candidate.train_segment(steps_at_batch(steps, study_batch, model.fidelity.batch_size),
                                      recalibration_images=1024, recipe=plan.recipe)
     validation = candidate.validate()  # a diverged model is kept at what it scores: fragility is a finding
-    return {"accuracy": validation["accuracy"], "val_images": validation["val_images"], "seed": seed,
-            "steps": result.steps, "train_seconds": candidate.trained.seconds,
-            "train_energy_j": candidate.trained.energy_j, "diverged": result.diverged,
-            "model": model.name or f"trial {model.trial}"}
+    run = {"accuracy": validation["accuracy"], "val_images": validation["val_images"], "seed": seed,
+           "steps": result.steps, "train_seconds": candidate.trained.seconds,
+           "train_energy_j": candidate.trained.energy_j, "diverged": result.diverged,
+           "model": model.name or f"trial {model.trial}"}
+    if deploy_check is not None:
+        run["deploy"] = deploy_check(candidate.model, task, threads)
+    return run
 
 
 def _costs(model: Model, task, runtime: Runtime, device: str, meter: str, runs: list[dict]) -> dict:

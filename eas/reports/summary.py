@@ -309,9 +309,51 @@ def verification_lines(result: dict) -> list[str]:
              "yes" if r["held_place"] else "no", *_cost_cells(r), r["genome"]] for r in result["members"]]
     lines += ["", table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "MACs", "params",
                                "latency ms", "genome"])]
+    if result.get("deploy"):
+        lines += ["", *deploy_lines(result)]
     if result.get("baselines"):
         lines += ["", *baseline_lines(result["baselines"], result["comparison"])]
     return lines
+
+
+DEPLOY_HEADERS = ["trial", "deployable", "float top-1", "max diff", "ms", "size",
+                  "int8 top-1", "max diff ", "ms ", "size "]  # spaces: the UI's table needs distinct names
+
+
+def deploy_rows(result: dict) -> list[list[str]]:
+    """Each verified member in the deployment format: deployable or not (with the reason), its
+    agreement with PyTorch, latency and size there, float and int8."""
+    def figures(checked) -> list[str]:
+        if not isinstance(checked, dict):
+            return ["-", "-", "-", "-"]
+        if "failed" in checked:
+            return [printable(str(checked["failed"]))[:60], "-", "-", "-"]
+        try:
+            return [f"{checked['top1_agreement']:.1%}", f"{checked['max_abs_diff']:.2g}",
+                    f"{checked['latency_ms']:.3g}", human_bytes(checked["bytes"])]
+        except (KeyError, TypeError, ValueError):  # a shared study is input too: show what is readable
+            return ["unreadable", "-", "-", "-"]
+
+    rows = []
+    for member in result.get("members") or []:
+        checked = member.get("deploy") if isinstance(member.get("deploy"), dict) else {}
+        verdict = "yes" if checked.get("deployable") is True else \
+            "no: " + printable(str(checked.get("reason") or "not checked"))[:80]
+        rows.append([str(member.get("trial")), verdict, *figures(checked.get("float")), *figures(checked.get("int8"))])
+    return rows
+
+
+def deploy_caption(result: dict) -> str:
+    threads = next((m["deploy"].get("threads") for m in result.get("members") or []
+                    if isinstance(m.get("deploy"), dict)), None)
+    where = f" at {threads} thread(s), one image at a time" if isinstance(threads, int) else ""
+    return (f"in {printable(str(result.get('deploy')))}, run in its own runtime{where}, compared with PyTorch on "
+            "validation images")
+
+
+def deploy_lines(result: dict) -> list[str]:
+    return ["deployable  " + deploy_caption(result),
+            table(deploy_rows(result), [h.strip() for h in DEPLOY_HEADERS])]
 
 
 def recipe_text(recipe: dict) -> str:

@@ -11,7 +11,10 @@ from eas.reports.explorer import (
 from eas.reports.figures import add_verified, metric, parallel_figure, pareto_figure
 from eas.reports.front import knee
 from eas.reports.summary import (
+    DEPLOY_HEADERS,
     accuracy_text,
+    deploy_caption,
+    deploy_rows,
     fidelity_text,
     memory_columns,
     pareto_headers,
@@ -77,6 +80,11 @@ for line in [*supernet_line, *runtime_lines(front), *predictor_lines(study.setti
 columns = memory_columns(objectives, study.settings.get("constraints"))
 st.dataframe([dict(zip(pareto_headers(columns), row, strict=True)) for row in pareto_rows(front, suggested, columns)],
              hide_index=True, width="stretch", key="front_table")
+if latest is not None and latest.get("deploy"):  # eas verify --deploy: every verified member marked
+    st.subheader("Deployable")
+    st.caption(markdown_text(f"Verified members {deploy_caption(latest)} (eas verify --deploy)."))
+    st.dataframe([dict(zip(DEPLOY_HEADERS, row, strict=True)) for row in deploy_rows(latest)],
+                 hide_index=True, width="stretch", key="deploy_table")
 if len(objectives) >= 3 and any(r["pareto"] for r in rows):
     st.subheader("Parallel coordinates of the front")
     st.plotly_chart(parallel_figure(rows, objectives), width="stretch", key="parallel_chart")

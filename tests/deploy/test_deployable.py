@@ -1,0 +1,69 @@
+"""Whether a trained network deploys in a format (`eas verify --deploy`): written, run in the
+format's own runtime, compared with PyTorch, timed and weighed; a failure is the finding."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from eas.arch.builder import build
+from eas.arch.genome import Arch
+from eas.data.datasets import load_dataset
+from eas.deploy.deployable import check_deployable
+from eas.deploy.formats import FORMATS
+from eas.reports.summary import deploy_lines
+
+GENOME = "stem_c8_k3_s1_relu-ds_r1_k3_s2_c16_relu-ir_r1_k3_s2_e2_c24_relu6-head_c0_f0_relu_d0"
+
+
+@pytest.fixture(scope="module")
+def model_and_task():
+    task = load_dataset("digits")
+    torch.manual_seed(0)
+    model = build(Arch.decode(GENOME), task.input_shape, task.num_classes)
+    with torch.no_grad():  # BatchNorms with the statistics of real images, as after training
+        model.train()
+        model(task.train_x[:256].float())
+    return model.eval(), task
+
+
+def test_a_network_that_converts_is_deployable_with_its_figures(model_and_task):
+    model, task = model_and_task
+    checked = check_deployable(model, task, FORMATS["ort"], threads=1, images=64)
+    assert checked["deployable"] is True and checked["reason"] is None
+    figures = checked["float"]
+    assert figures["top1_agreement"] == 1.0 and figures["max_abs_diff"] < 1e-4 and figures["images"] == 64
+    assert figures["latency_ms"] > 0 and figures["bytes"] > sum(p.numel() for p in model.parameters()) * 4
+    assert "int8" not in checked  # ort's int8 file comes from `eas compress --int8`
+
+
+def test_a_converter_that_fails_makes_the_member_not_deployable_with_the_reason(model_and_task):
+    model, task = model_and_task
+
+    def unsupported(model, example, path):
+        raise RuntimeError("operator aten::gelu has no kernel\nmore detail")
+
+    checked = check_deployable(model, task, replace(FORMATS["ort"], write=unsupported), images=16)
+    assert checked["deployable"] is False
+    assert checked["reason"] == "RuntimeError: operator aten::gelu has no kernel"
+
+
+def test_a_file_whose_answers_differ_from_pytorch_is_not_deployable(model_and_task):
+    model, task = model_and_task
+    load = FORMATS["ort"].load
+
+    def negated(path, threads):  # a runtime that gets the sign of every logit wrong
+        predict = load(path, threads)
+        return lambda x: -predict(x)
+
+    checked = check_deployable(model, task, replace(FORMATS["ort"], load=negated), images=64)
+    assert checked["deployable"] is False and "differ from PyTorch's on" in checked["reason"]
+
+
+def test_deploy_lines_read_a_shared_studys_malformed_figures_without_failing():
+    result = {"deploy": "pte", "members": [
+        {"trial": 1, "deploy": {"deployable": True, "threads": 1, "float": {"top1_agreement": "x"}}},
+        {"trial": 2, "deploy": {"deployable": False, "reason": "no\x1b[31m kernel", "float": {"failed": "boom"}}},
+        {"trial": 3, "deploy": "junk"}]}
+    text = "\n".join(deploy_lines(result))
+    assert "unreadable" in text and "no: no" in text and "\x1b" not in text and "not checked" in text
