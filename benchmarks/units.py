@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,10 +47,14 @@ MAX_RESULT_BYTES = 64 * 2**20  # a result file is data for tables, not an archiv
 
 @dataclass(frozen=True)
 class Unit:
-    """One piece of work: its name (the file's stem) and the settings that make it."""
+    """One piece of work: its name (the file's stem) and the settings that make it. A unit that
+    works on others' results names them in `needs`; it runs once they are done, and finds
+    them in `inputs` ({unit name: result})."""
 
     name: str
     settings: dict
+    needs: tuple[str, ...] = ()
+    inputs: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -273,6 +277,12 @@ def listing(benchmark: Benchmark, results: Path = RESULTS) -> str:
 def run_unit(benchmark: Benchmark, unit: Unit, results: Path = RESULTS) -> Path:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     commit = git_commit()  # the code the unit runs: taken before it starts
+    if unit.needs:
+        done, _ = load_results(benchmark, results)
+        missing = [name for name in unit.needs if name not in done]
+        if missing:
+            raise SystemExit(f"{benchmark.name}: unit {unit.name} needs {', '.join(missing)} done first")
+        unit = replace(unit, inputs={name: done[name] for name in unit.needs})
     print(f"{benchmark.name}: running unit {unit.name} ({json.dumps(unit.settings, sort_keys=True)[:300]})",
           flush=True)
     with LoadRecorder() as load:
@@ -307,6 +317,8 @@ def main(benchmark: Benchmark, args: argparse.Namespace) -> None:
         if not missing:
             print(f"{benchmark.name}: every unit is done")
             return
+        ready = [u for u in missing if all(name in done for name in u.needs)]
+        missing = ready or missing  # none ready: the first says what it waits for
         run_unit(benchmark, missing[0], args.results)
     else:
         print(listing(benchmark, args.results))

@@ -50,6 +50,23 @@ def test_next_runs_the_first_missing_unit_and_writes_a_whole_file(tmp_path):
     assert listing.startswith("toy: 2 of 2 units done")
 
 
+def test_a_unit_that_needs_others_waits_for_them_and_reads_their_results(tmp_path):
+    def run(unit):
+        if unit.needs:
+            return {"value": unit.inputs["a"]["figures"]["value"] * 2}, None
+        return {"value": unit.settings["x"] / 10}, None
+
+    benchmark = units.Benchmark("toy", 1, [units.Unit("sum", {"x": 0}, needs=("a",)), units.Unit("a", {"x": 1})],
+                                run)
+    with pytest.raises(SystemExit, match="unit sum needs a done first"):
+        units.run_unit(benchmark, benchmark.unit("sum"), tmp_path)
+    args = units.parse_args("", argv=["--next", "--results", str(tmp_path)])
+    units.main(benchmark, args)  # "sum" is first but not ready: "a" runs
+    assert (tmp_path / "toy" / "a.json").exists() and not (tmp_path / "toy" / "sum.json").exists()
+    units.main(benchmark, args)
+    assert json.loads((tmp_path / "toy" / "sum.json").read_text())["figures"] == {"value": 0.2}
+
+
 def test_a_unit_that_stops_midway_leaves_no_result_file(tmp_path):
     def fails(unit):
         raise KeyboardInterrupt
@@ -194,3 +211,29 @@ def test_search_efficiency_lists_its_units():
     names = [line.split()[0] for line in lines[1:11]]
     assert names[:3] == ["mobile-eas-seed0", "mobile-tpe-seed0", "mobile-random-seed0"]
     assert names[-1] == "mobile-calibration"
+
+
+def test_the_fair_fight_compares_each_seeds_front_with_the_stronger_variant_of_each_family(tmp_path):
+    import fair_fight
+
+    def model(label, accuracy, genome):
+        return {"label": label, "genome": genome, "verified_accuracy": accuracy, "verified_interval":
+                [accuracy - 0.01, accuracy + 0.01], "seed_spread": 0.0, "seeds": 2}
+
+    costs = {"g-front": {"macs": 2_000_000, "params": 50_000, "latency_ms": 0.2, "inference_energy_j_per_1k": 0.3},
+             "g-small": {"macs": 500_000, "params": 300_000, "latency_ms": 0.1, "inference_energy_j_per_1k": 0.1},
+             "g-adapted": {"macs": 3_000_000, "params": 300_000, "latency_ms": 0.3, "inference_energy_j_per_1k": 0.5}}
+    done = {"search-seed0": {"figures": {"objectives": ["accuracy", "macs"], "reference": {"macs": 2.2e7}}},
+            "front-seed0": {"figures": {"models": [{**model("trial 3", 0.85, "g-front"), "trial": 3}]}},
+            "timing": {"figures": {"costs": costs}}}
+    for family in fair_fight.FAMILIES:
+        done[family] = {"figures": {"models": [model(f"{family}@0.35", 0.70, "g-small")]}}
+        done[family + "-adapted"] = {"figures": {"models": [model(f"{family}@0.35:adapted", 0.80, "g-adapted")]}}
+    compared = fair_fight.comparison(done, 0)
+    assert set(compared["hypervolume"]["families"]) == {"mobilenet_v2", "mobilenet_v2 adapted", "mobilenet_v3_small",
+                                                        "mobilenet_v3_small adapted"}
+    # at its latency (0.2 ms) the best baseline is the published one (0.1 ms, 70%): +15 points
+    assert compared["summary"]["gain_at_latency"] == pytest.approx(0.15)
+    assert fair_fight.comparison({k: v for k, v in done.items() if k != "timing"}, 0) is None  # not all done yet
+    assert fair_fight.check({"settings": {"kind": "front"}, "figures": {"models": [model("x", 1.5, "g")]}})
+    assert fair_fight.check({"settings": {"kind": "front"}, "figures": {"models": [model("x", 0.5, "g")]}}) is None

@@ -122,7 +122,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
             if valid_run(run) and (check is None or _deployed_in(run, plan.deploy)):
                 tally["reused"] += 1
             else:
-                run = _train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits,
+                run = train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits,
                                   check, runtime.threads or 1)
                 tally["trained"] += 1
                 if save_run:
@@ -170,7 +170,7 @@ def _deployed_in(run: dict, deploy_format: str | None) -> bool:
         and isinstance(checked.get("deployable"), bool)
 
 
-def _train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
+def train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
                 supernet=None, deploy_check=None, threads: int = 1) -> dict:
     candidate = Candidate(model.arch, task, model.fidelity, plan.device, seed, meter)
     if supernet is not None:  # fine-tuned from the weights the search scored it with
