@@ -30,6 +30,7 @@ import device_formats  # noqa: E402
 import earlier_runs  # noqa: E402
 import fair_fight  # noqa: E402
 import microcontroller_truth  # noqa: E402
+import resolution_fidelity  # noqa: E402
 import search_efficiency  # noqa: E402
 import supernet_trust  # noqa: E402
 import training_recipe  # noqa: E402
@@ -146,7 +147,8 @@ def tables(results: Path = units.RESULTS) -> dict[str, Callable[[], str]]:
             "training_recipe/mobile-knee": lambda: training_recipe.table(results),
             "microcontroller_truth/all": lambda: microcontroller_truth.table(results),
             "device_formats/all": lambda: device_formats.table(results),
-            "fair_fight/mobile-28px": lambda: fair_fight.table(results)}
+            "fair_fight/mobile-28px": lambda: fair_fight.table(results),
+            "resolution_fidelity/mobile": lambda: resolution_fidelity.table(results)}
     made.update({f"{name}/earlier-run": (lambda name=name: earlier_runs.table(name, results))
                  for name in earlier_runs.names(results)})
     return made

@@ -237,3 +237,24 @@ def test_the_fair_fight_compares_each_seeds_front_with_the_stronger_variant_of_e
     assert fair_fight.comparison({k: v for k, v in done.items() if k != "timing"}, 0) is None  # not all done yet
     assert fair_fight.check({"settings": {"kind": "front"}, "figures": {"models": [model("x", 1.5, "g")]}})
     assert fair_fight.check({"settings": {"kind": "front"}, "figures": {"models": [model("x", 0.5, "g")]}}) is None
+
+
+def test_resolution_fidelity_ranks_each_resolution_against_28_px_from_the_stored_results(tmp_path):
+    import resolution_fidelity
+
+    benchmark = resolution_fidelity.benchmark()
+    accuracies = {"res28-seed0": [0.70, 0.80, 0.75, 0.60], "res20-seed0": [0.65, 0.78, 0.70, 0.50],
+                  "res14-seed0": [0.70, 0.50, 0.60, 0.65]}
+    for name, values in accuracies.items():
+        unit = benchmark.unit(name)
+        values = values * (unit.settings["candidates"] // 4)
+        seconds = 100.0 if name == "res28-seed0" else 50.0
+        units.write_result(benchmark, unit, {"accuracies": values, "cpu_seconds": seconds, "macs": 10}, None,
+                           {}, "2026-12-06T00:00:00+00:00", "0" * 40, tmp_path)
+    text = resolution_fidelity.table(tmp_path)
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip().startswith("res")}
+    assert rows["res20-seed0"][2] == "+1.00" and rows["res20-seed0"][3] == "0.50x"  # same order, half the time
+    assert float(rows["res14-seed0"][2]) < 0  # another order
+    assert "3 of 5 units done" in text
+    damaged = {"settings": benchmark.unit("res20-seed0").settings, "figures": {"accuracies": [1.5], "cpu_seconds": 1}}
+    assert resolution_fidelity.check(damaged)
