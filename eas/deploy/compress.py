@@ -25,7 +25,7 @@ from eas.arch.genome import Arch, arch_spec
 from eas.arch.profile import profile
 from eas.deploy.arch_files import standalone_source
 from eas.deploy.export import writing_folder
-from eas.deploy.formats import FORMATS, onnx_to_ort, stored_formats
+from eas.deploy.formats import stored_formats
 from eas.deploy.handover import hand_over, onnx_agreement
 from eas.deploy.prune import inherit_weights, pruned_arch
 from eas.deploy.quantize import (
@@ -78,10 +78,7 @@ def compress_int8(folder: Path, out: Path, task, meter_name: str = "auto", force
         if "removed" in checks["model.onnx"]:
             raise UserError(f"cannot quantise: model.onnx {checks['model.onnx']['removed']}")
         quantize_onnx(fp32, int8, calibration_images(task.train_x))
-        checks["model.int8.onnx"] = onnx_agreement(int8, model, task)
-        if FORMATS["ort"] in formats:  # the int8 graph in ONNX Runtime's mobile format too
-            onnx_to_ort(int8, work / "model.int8.ort")
-            checks["model.int8.ort"] = onnx_agreement(work / "model.int8.ort", model, task)
+        checks["model.int8.onnx"] = onnx_agreement(int8, model, task)  # hand_over wrote model.int8.ort alike
         before, after = measure_onnx(fp32, test_x, test_y, meter), measure_onnx(int8, test_x, test_y, meter)
         report = {"method": "int8", "data": task.name, "runtime": f"onnxruntime {runtime.__version__}",
                   "calibration_images": CALIBRATION_IMAGES, "fp32": before, "int8": after,

@@ -11,8 +11,9 @@ in their own runtime against the PyTorch model they came from.
   minutes and TensorFlow Lite Micro has no kernel for GELU, one of `hybrid`'s choices.
 - `ort`: ONNX Runtime's mobile format (`model.ort`), made from model.onnx by the runtime itself,
   optimised as onnxruntime's own converter does for any hardware (its NCHWc layout, which only
-  x86 runs, left out); `eas compress --int8` adds `model.int8.ort` from its model.int8.onnx. It
-  needs nothing beyond the onnxruntime EAS already uses.
+  x86 runs, left out), and after training its int8 twin (`model.int8.ort`: the static QDQ graph
+  `eas compress --int8` makes, calibrated on training images). It needs nothing beyond the
+  onnxruntime EAS already uses.
 
 The `.pte` files take one image at a time (batch 1), as a device runs them; `.ort` keeps
 model.onnx's free batch size. Neither needs EAS to run.
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from eas.deploy.quantize import quantize_onnx
 from eas.errors import UserError
 from eas.lazy import available, lazy_import
 from eas.measure.runtime import to_onnx
@@ -165,6 +167,19 @@ def write_ort(model: torch.nn.Module, example: torch.Tensor, path: Path) -> None
         onnx_path.unlink(missing_ok=True)
 
 
+def write_int8_ort(model: torch.nn.Module, calibration: torch.Tensor, path: Path) -> None:
+    """The int8 graph `eas compress --int8` makes (static QDQ: per-channel int8 weights, uint8
+    activations with ranges calibrated on `calibration`), in ONNX Runtime's mobile format."""
+    source, quantised = path.with_suffix(".source.onnx"), path.with_suffix(".int8.onnx")
+    try:
+        to_onnx(model, calibration[:2], str(source))
+        quantize_onnx(source, quantised, calibration.numpy())
+        onnx_to_ort(quantised, path)
+    finally:
+        source.unlink(missing_ok=True)
+        quantised.unlink(missing_ok=True)
+
+
 def onnx_to_ort(onnx_path: Path, path: Path) -> None:
     """An .onnx file (an int8 QDQ one too) saved by onnxruntime in its mobile format."""
     options = ort.SessionOptions()
@@ -185,8 +200,8 @@ def load_ort(path: Path, threads: int = 1) -> Callable[[torch.Tensor], np.ndarra
 FORMATS = {
     "pte": DeployFormat("pte", "model.pte", "model.int8.pte", "executorch", "pip install 'eas[executorch]'",
                         write_pte, write_int8_pte, load_pte, batch=1),
-    "ort": DeployFormat("ort", "model.ort", None, "onnxruntime", "pip install onnxruntime",
-                        write_ort, None, load_ort, batch=64),
+    "ort": DeployFormat("ort", "model.ort", "model.int8.ort", "onnxruntime", "pip install onnxruntime",
+                        write_ort, write_int8_ort, load_ort, batch=64),
 }
 
 

@@ -28,7 +28,7 @@ from eas.training.full import load_trained
 onnxruntime = lazy_import("onnxruntime")
 
 CHECK_IMAGES = 512  # validation images every deployed file is checked on
-# made from the weights before this training: removed, `eas compress` remakes them
+# made from the weights before this training and not rewritten here: removed, `eas compress` remakes them
 STALE = ("model.int8.onnx", "model.int8.ort")
 
 
@@ -98,7 +98,7 @@ def hand_over(folder: Path, model: torch.nn.Module, task, formats: Sequence[Depl
         (folder / "model.onnx").unlink()
         checks["model.onnx"] = {"removed": "not rewritten with the trained weights: onnxruntime is not installed"}
     for name in STALE:
-        if (folder / name).exists():
+        if name not in writers and (folder / name).exists():
             (folder / name).unlink()
             checks[name] = {"removed": "made from the weights before this training; run `eas compress` again"}
     return checks

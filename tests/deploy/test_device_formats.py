@@ -46,8 +46,10 @@ def test_training_rewrites_every_format_and_adds_int8_checked_on_validation_imag
     for name in ("model.pte", "model.ort"):
         assert (folder / name).read_bytes() != untrained[name]  # the trained weights, not the initial ones
         assert deployed[name]["top1_agreement"] == 1.0 and deployed[name]["max_abs_diff"] < 1e-4
-    int8 = deployed["model.int8.pte"]
-    assert int8["images"] > 100 and int8["top1_agreement"] >= 0.9 and 1e-6 < int8["max_abs_diff"] < 5
+    for name in ("model.int8.pte", "model.int8.ort"):
+        int8 = deployed[name]
+        assert int8["images"] > 100 and int8["top1_agreement"] >= 0.9 and 1e-6 < int8["max_abs_diff"] < 5, name
+        assert (folder / name).exists()
     params = json.loads((folder / "arch.json").read_text())["checks"]["params"]
     saved = (folder / "model.pte").stat().st_size - (folder / "model.int8.pte").stat().st_size
     # one byte a weight instead of four; per-channel scales and the program's records take some back
