@@ -123,7 +123,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
                 tally["reused"] += 1
             else:
                 run = train_once(model, task, seed, steps, study_fidelity.batch_size, plan, settings.meter, inherits,
-                                  check, runtime.threads or 1)
+                                 check, runtime.threads or 1)
                 tally["trained"] += 1
                 if save_run:
                     save_run(key, run)
@@ -171,7 +171,7 @@ def _deployed_in(run: dict, deploy_format: str | None) -> bool:
 
 
 def train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan: VerifyPlan, meter: str,
-                supernet=None, deploy_check=None, threads: int = 1) -> dict:
+               supernet=None, deploy_check=None, threads: int = 1) -> dict:
     candidate = Candidate(model.arch, task, model.fidelity, plan.device, seed, meter)
     if supernet is not None:  # fine-tuned from the weights the search scored it with
         one_shot.inherit(candidate, supernet)
