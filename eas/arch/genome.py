@@ -192,18 +192,24 @@ class Arch:
         """The one written rule for small inputs (the search spaces' and the baselines' alike):
         a network takes as many stride-2 steps as `resolution` allows, so that the last feature
         map is at least `min_feature_size` pixels. With more, the earliest become stride 1, as the
-        common small-input versions of MobileNets set the stem and first strides to 1. With fewer,
-        the latest positions that `may_stride` marks (the stem, then each stage: those a space lets
-        the search choose a stride for) take stride 2, so a space's stride choices say *where* the
-        network downsamples, never how often. An input large enough keeps every stride."""
+        common small-input versions of MobileNets set the stem and first strides to 1.
+
+        `may_stride` marks the parts (the stem, then each stage) whose stride a space leaves to the
+        search; their choices say *where* the network downsamples, never how often: with more
+        steps than allowed, the latest of the open ones go first (the earliest chosen are kept),
+        then fixed ones, earliest first; with fewer, the latest open ones take stride 2. An input
+        large enough keeps every stride."""
         allowed = max(0, math.floor(math.log2(resolution / min_feature_size)))
         strides = [self.stem.stride] + [s.stride for s in self.stages]
+        open_ = may_stride or [False] * len(strides)
         excess = sum(s == 2 for s in strides) - allowed
-        for i, stride in enumerate(strides):
-            if excess > 0 and stride == 2:
+        dropping = [i for i in reversed(range(len(strides))) if open_[i]] + \
+            [i for i in range(len(strides)) if not open_[i]]
+        for i in dropping:
+            if excess > 0 and strides[i] == 2:
                 strides[i], excess = 1, excess - 1
         for i in reversed(range(len(strides))):
-            if excess < 0 and may_stride and may_stride[i] and strides[i] == 1:
+            if excess < 0 and open_[i] and strides[i] == 1:
                 strides[i], excess = 2, excess + 1
         return self.with_strides(strides)
 

@@ -11,9 +11,10 @@ infeasible, so a space with almost nothing legal still makes progress (and says 
 same happens after `seconds`, since a model-based sampler takes milliseconds per proposal.
 Where the legal region is too small for rejection (under 1 M MACs, a few in 100,000 of
 `mobile` at 28 px), the guard repairs the last proposal after `repair_after` refusals over a
-limit: one choice at a time, in random order, it takes the value that lowers the worst counted
-excess most, until the proposal is legal. The nearest legal candidate to where the sampler
-wanted to look, not a fair draw from the legal region; only then.
+limit or when its time is up, whichever comes first: one choice at a time, in random order, it
+takes the value that lowers the worst counted excess most, until the proposal is legal. The
+nearest legal candidate to where the sampler wanted to look, not a fair draw from the legal
+region; only then.
 
 A proposal evaluated before is not drawn again: TPE's proposal is the best of a few draws by its
 own acquisition, so it repeats the same known candidate (measured: 200 redraws in 2 s, all the
@@ -97,10 +98,13 @@ class ConstraintAwareSampler(BaseSampler):
         self.refused, self.proposed_for = {}, trial.number
         give_up = time.monotonic() + self.seconds  # a model-based sampler takes ms per proposal
         known, neighbours = None, 0  # the sampler's proposal that was evaluated before, if any
-        over, params = 0, {}  # proposals refused for a limit; the last proposal
+        over, params, repaired = 0, {}, False  # proposals refused for a limit; the last proposal
         for _ in range(self.tries):
-            if known is None and over and over == self.repair_after and self.excess is not None:
-                params = self._repaired(params)
+            # Rejection is not finding a legal proposal: after `repair_after` refusals, or when the
+            # time is up (a busy machine counts more slowly, and must not lose the repair to it).
+            stuck = over >= self.repair_after or time.monotonic() > give_up
+            if known is None and over and stuck and not repaired and self.excess is not None:
+                params, repaired = self._repaired(params), True
             elif known is None:
                 params = self._complete(study, trial)
             else:  # widen the neighbourhood after trying each choice about twice
@@ -113,7 +117,8 @@ class ConstraintAwareSampler(BaseSampler):
             over += reason.startswith("over ")
             if reason == "evaluated before" and known is None:
                 known = params
-            if time.monotonic() > give_up:
+            repair_pending = self.excess is not None and known is None and over and not repaired
+            if time.monotonic() > give_up and not repair_pending:
                 break
         return params
 

@@ -89,6 +89,9 @@ def test_stride_choices_say_where_the_network_downsamples_never_how_often():
     arch = space.arch_from_params(early)
     assert [s.stride for s in (arch.stem, *arch.stages)][:4] == [2, 1, 2, 2]
     assert space.params_of(arch) is not None
+    # All chosen: the earliest chosen are kept, the latest open ones give way.
+    every = space.arch_from_params({**first, **{n: 2 for n in space.parameters() if n.endswith(".stride")}})
+    assert [s.stride for s in (every.stem, *every.stages)] == [2, 1, 2, 2, 1, 1]
     # None chosen: the latest positions that may stride take it (stages 5 and 7 are skipped at
     # their first depth choice, 0: stem, stages 1-4 and 6 remain).
     late = space.arch_from_params({**first, **{n: 1 for n in space.parameters() if n.endswith(".stride")}})

@@ -171,8 +171,11 @@ def test_a_limit_too_tight_for_rejection_is_met_by_repairing_the_proposal():
     repairing = ConstraintAwareSampler(optuna.samplers.RandomSampler(seed=0), distributions, refuse, tries=300,
                                        seconds=1e9, seed=0, excess=lambda params: macs(params) / limit - 1,
                                        repair_after=100)
+    # A machine so busy that the time is up before `repair_after` refusals: the repair still comes.
+    busy = ConstraintAwareSampler(optuna.samplers.RandomSampler(seed=0), distributions, refuse, seconds=0.0,
+                                  seed=0, excess=lambda params: macs(params) / limit - 1, repair_after=10**9)
     found = {}
-    for name, sampler in (("plain", plain), ("repairing", repairing)):
+    for name, sampler in (("plain", plain), ("repairing", repairing), ("busy", busy)):
         study = optuna.create_study(sampler=sampler)
         found[name] = []
         for _ in range(6):
@@ -180,7 +183,7 @@ def test_a_limit_too_tight_for_rejection_is_met_by_repairing_the_proposal():
             found[name].append(space.sample(trial))
             study.tell(trial, 0.0)
     assert all(arch_cost(arch, SHAPE, 10).macs > limit for arch in found["plain"])
-    assert all(arch_cost(arch, SHAPE, 10).macs <= limit for arch in found["repairing"])
+    assert all(arch_cost(arch, SHAPE, 10).macs <= limit for arch in found["repairing"] + found["busy"])
     assert len({arch.encode() for arch in found["repairing"]}) == 6  # near six different proposals
 
 
