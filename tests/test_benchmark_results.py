@@ -196,7 +196,8 @@ def test_each_search_efficiency_figure_stands_under_its_heading():
         if not ran:
             assert final == counts == trials == "-"
             continue
-        assert int(trials.split()[0]) == int(statistics.median(r["figures"]["trials"] for r in ran))
+        # the median as the table writes it: two seeds' 70 and 81 are "76" (75.5, rounded half to even)
+        assert trials.split()[0] == f"{statistics.median(r['figures']['trials'] for r in ran):.0f}"
         assert counts == f"{min(r['figures']['full_fidelity_results'] for r in ran)}-" \
                          f"{max(r['figures']['full_fidelity_results'] for r in ran)}"
         assert ratio == "-" or ratio.endswith("x")
