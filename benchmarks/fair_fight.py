@@ -163,19 +163,16 @@ def timing(unit: units.Unit) -> tuple[dict, object]:
 
 def check(result: dict) -> str | None:
     """An impossible figure of a stored result (a hand edit, a truncation), or None."""
-    def fraction(value) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
-
     figures, kind = result["figures"], result["settings"].get("kind")
     try:
         if kind == "search":
-            return None if all(isinstance(m["genome"], str) and fraction(m["search_accuracy"])
+            return None if all(isinstance(m["genome"], str) and units.fraction(m["search_accuracy"])
                                for m in figures["front"]) and isinstance(figures["reference"], dict) \
                 else "a front member without a genome or an accuracy in [0, 1]"
         if kind in ("front", "baselines"):
             return None if figures["models"] and all(
-                isinstance(m["genome"], str) and fraction(m["verified_accuracy"])
-                and all(fraction(v) for v in m["verified_interval"]) for m in figures["models"]) \
+                isinstance(m["genome"], str) and units.fraction(m["verified_accuracy"])
+                and all(units.fraction(v) for v in m["verified_interval"]) for m in figures["models"]) \
                 else "a model without a genome or with an accuracy outside [0, 1]"
         if kind == "timing":
             return None if all(isinstance(c["macs"], int) and isinstance(c["latency_ms"], float) and c["latency_ms"] > 0

@@ -103,8 +103,7 @@ def run(unit: units.Unit) -> tuple[dict, object]:
 def check(result: dict) -> str | None:
     figures, settings = result["figures"], result["settings"]
     accuracies = figures.get("accuracies")
-    if not isinstance(accuracies, list) or len(accuracies) != settings.get("candidates") or not all(
-            units.finite(a) and 0 <= a <= 1 for a in accuracies):
+    if not units.fractions(accuracies, settings.get("candidates")):
         return "accuracies missing, of another count, or outside [0, 1]"
     if not (units.finite(figures.get("cpu_seconds")) and figures["cpu_seconds"] > 0):
         return "CPU seconds missing"

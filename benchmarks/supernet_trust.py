@@ -165,8 +165,7 @@ def check(result: dict) -> str | None:
         return "inherited accuracies missing"
     for step, point in points.items():
         accuracies = point.get("accuracies") if isinstance(point, dict) else None
-        if not isinstance(accuracies, list) or len(accuracies) != len(raw.get("genomes") or []) or not all(
-                units.finite(a) and 0 <= a <= 1 for a in accuracies):
+        if not units.fractions(accuracies, len(raw.get("genomes") or [])):
             return f"inherited accuracies at step {step[:10]} are not one accuracy per sub-network in [0, 1]"
     return None
 

@@ -353,5 +353,15 @@ def finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def fraction(value) -> bool:
+    """A stored accuracy or share: a number in [0, 1]."""
+    return finite(value) and 0 <= value <= 1
+
+
+def fractions(values, count: int) -> bool:
+    """`count` stored accuracies, each in [0, 1] (one per network a unit trained)."""
+    return isinstance(values, list) and len(values) == count and all(fraction(v) for v in values)
+
+
 if __name__ == "__main__":
     sys.exit("run a benchmark script (e.g. benchmarks/search_efficiency.py --list), or python -m benchmarks.tables")

@@ -73,7 +73,7 @@ def verify_command(
     from eas.study.storage import open_storage
     from eas.training.recipe import Recipe
 
-    _deploy_check(deploy)  # a format unknown or not installed is refused before the study is read
+    deploy_format, deploy_check = _deploy_check(deploy)  # refused before the study is read
     loaded = StudyReader(url, study).loaded()
     space = space_from_definition(loaded.settings["space"], source=f"study {study}")
     names = parse_baselines(baselines or ["auto"], space)
@@ -103,7 +103,6 @@ def verify_command(
 
     if init not in ("scratch", "inherited"):
         raise UserError(f"--init must be scratch or inherited (got {init!r})")
-    deploy_format, deploy_check = _deploy_check(deploy)
     plan = VerifyPlan(top, factor, seeds, tuple(names), recipe, device, epochs, subset, init, deploy_format,
                       deploy_check)
     result = verify_front(loaded, task, plan, runs, save_run, on_result=progress)
