@@ -347,8 +347,8 @@ def deploy_caption(result: dict) -> str:
     threads = next((m["deploy"].get("threads") for m in result.get("members") or []
                     if isinstance(m.get("deploy"), dict)), None)
     where = f" at {threads} thread(s), one image at a time" if isinstance(threads, int) else ""
-    return (f"in {printable(str(result.get('deploy')))}, run in its own runtime{where}, compared with PyTorch on "
-            "validation images")
+    return (f"in {printable(str(result.get('deploy')))}, run in its own runtime{where} on the verifying "
+            "machine's CPU (measured), compared with PyTorch on validation images")
 
 
 def deploy_lines(result: dict) -> list[str]:
