@@ -41,6 +41,7 @@ device_formats = lazy_import("eas.deploy.formats")
 handover = lazy_import("eas.deploy.handover")
 full_training = lazy_import("eas.training.full")
 references = lazy_import("eas.arch.reference")
+beat = lazy_import("eas.reports.time_to_beat")
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,12 @@ class SearchResult:
     records: tuple[TrialRecord, ...] = field(repr=False)
     objectives: tuple[str, ...]
     reference: dict = field(repr=False)
+    baselines: dict = field(default_factory=dict, repr=False)  # name -> BaselineRecord
+
+    @property
+    def time_to_beat(self) -> list:
+        """Each baseline (most accurate first) and when the search beat it: `Beating` records."""
+        return beat.time_to_beat(list(self.records), self.baselines)
 
     @property
     def front(self) -> list[TrialRecord]:
@@ -152,6 +159,9 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
             failed trial with the reason, and the search goes on. Costs are counted as usual.
         options: any other `eas search` option by its Python name: epochs, subset, rungs, eta,
             batch_size, lr, device, runtime, runtime_threads, warm_start, trial_timeout, ...
+            `baselines=["mobilenet_v3_small@0.35,0.5"]` trains those hand-designed networks first (as
+            published and adapted), as the candidates are trained; `SearchResult.time_to_beat` then
+            says how long the search took to beat them.
 
     Returns:
         SearchResult: every trial of the study, its front, knee and hypervolume.
@@ -178,17 +188,18 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
         if instance is not None else None
     summary = loop.run_search(opened.study, opened.settings, opened.space, opened.task, live, request.budget,
                               request.trial_timeout, seed, on_trial=on_trial, sampler=wrapped,
-                              evaluator=evaluator)
+                              evaluator=evaluator, baselines=opened.baselines)
     loaded = opened.reader.loaded()
     return SearchResult(request.name, request.url, summary.stopped, summary.trials, tuple(loaded.records),
-                        opened.settings.objectives, loaded.reference)
+                        opened.settings.objectives, loaded.reference, loaded.baselines)
 
 
 def open_study(study: str, storage: str | None = None) -> SearchResult:
     """A stored study, read-only: the same result object a search returns."""
     url = storage or default_url(study)
     loaded = reader.load_study(url, study)
-    return SearchResult(study, url, "", 0, tuple(loaded.records), loaded.objectives, loaded.reference)
+    return SearchResult(study, url, "", 0, tuple(loaded.records), loaded.objectives, loaded.reference,
+                        loaded.baselines)
 
 
 def evaluate(genome: str, data: str | tuple = "digits", *, epochs: float = 1.0, subset: int | None = None,

@@ -114,6 +114,16 @@ def reference(name: str) -> Arch:
         raise UnknownReference(f"{name!r}: {error}") from None
 
 
+ADAPTED = ":adapted"  # a baseline name's suffix: the network adapted to a small input
+
+
+def baseline_arch(name: str, input_shape) -> Arch:
+    """The network a baseline name stands for at this input: `family@alpha` as published,
+    `family@alpha:adapted` with the small-input rule applied (`Arch.adapted_to`)."""
+    published = reference(name.removesuffix(ADAPTED))
+    return published.adapted_to(min(input_shape[1:])) if name.endswith(ADAPTED) else published
+
+
 def arch_from_text(text: str) -> Arch:
     """A reference name (with an optional @multiplier) or a genome string."""
     if text.partition("@")[0] in REFERENCES:

@@ -45,6 +45,7 @@ from eas.errors import UserError
 from eas.lazy import lazy_import
 from eas.nas.budget import Budget
 from eas.reports.summary import run_lines, study_lines
+from eas.reports.time_to_beat import baseline_text
 from eas.study import schema
 from eas.study.queue import budget_text
 from eas.study.reader import list_studies
@@ -114,11 +115,11 @@ class LocalWorkers:
 
 
 def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, quiet, as_json, name,
-                    reader, helpers: LocalWorkers | None = None):
+                    reader, helpers: LocalWorkers | None = None, baselines: tuple[str, ...] = ()):
     """Run in this process with a progress display, wait for local helper workers, print the
     summary; the exit code says how the run ended."""
     summary, failed = _run(study, settings, space, task, budget, trial_timeout, seed, quiet or as_json, reader,
-                           helpers)
+                           helpers, baselines)
     loaded = reader.loaded()
     if as_json:
         emit_json(_run_document(name, summary, loaded.records, settings.objectives, loaded.reference))
@@ -130,10 +131,14 @@ def _run_and_report(study, settings, space, task, budget, trial_timeout, seed, q
 
 
 def _run(study, settings, space, task, budget, trial_timeout, seed, silent: bool, reader,
-         helpers: LocalWorkers | None):
+         helpers: LocalWorkers | None, baselines: tuple[str, ...] = ()):
     """(the run's summary, lines about local helpers that failed)."""
     live = live_view.LiveStudy(reader, settings.objectives, reader.reference)
     progress = progress_line.SearchProgress(budget, enabled=not silent)
+
+    def on_baseline(name: str, metrics: dict) -> None:
+        if not silent:
+            typer.echo(f"baseline {name}: {baseline_text(metrics)}", err=True)
 
     def on_trial(live_, summary) -> None:
         progress(live_, summary)
@@ -141,7 +146,8 @@ def _run(study, settings, space, task, budget, trial_timeout, seed, silent: bool
             typer.echo(f"eas: warning: {line}", err=True)
 
     try:
-        summary = loop.run_search(study, settings, space, task, live, budget, trial_timeout, seed, on_trial=on_trial)
+        summary = loop.run_search(study, settings, space, task, live, budget, trial_timeout, seed, on_trial=on_trial,
+                                  baselines=baselines, on_baseline=on_baseline)
     finally:
         progress.close()
         failed = helpers.wait() if helpers else []
@@ -213,6 +219,11 @@ def search_command(
     trial_timeout: TrialTimeoutOption = "10m",
     warm_start: Annotated[bool, typer.Option("--warm-start/--no-warm-start", help="Evaluate fitting "
                                              "reference architectures first.")] = True,
+    baselines: Annotated[list[str] | None, typer.Option(
+        "--baselines", help="Hand-designed networks to beat: FAMILY@A,B,C (e.g. mobilenet_v3_small@0.35,0.5; "
+        "repeat for more families) or auto (the space's families at 0.35, 0.5, 0.75, 1.0), each as published "
+        "and adapted to the input, within the limits. Trained first as the candidates are (not counted in the "
+        "budget); `eas show` then says how long the search took to beat them.")] = None,
     heartbeat: HeartbeatOption = 10,
     threads: ThreadsOption = None,
     runtime: Annotated[str, typer.Option("--runtime", help="Where latency and inference energy are measured: "
@@ -244,7 +255,8 @@ def search_command(
         eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         target=target, meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
-        runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet)
+        runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet,
+        baselines=baselines)
     torch.set_num_threads(threads or _threads_for(workers))
     opened = session.open_search(request, heartbeat, priority)
     if queue:
@@ -260,7 +272,7 @@ def search_command(
                            request.trial_timeout, _threads_for(workers))
     try:
         _run_and_report(opened.study, opened.settings, opened.space, opened.task, budgets[0], request.trial_timeout,
-                        seed, quiet, as_json, request.name, opened.reader, helpers)
+                        seed, quiet, as_json, request.name, opened.reader, helpers, opened.baselines)
     except typer.Exit as ended:
         if ended.exit_code == 130:  # Ctrl-C stops the study: pool workers leave it too
             opened.storage.set_study_user_attr(opened.entry.study_id, schema.RUN_STOPPED, time.time())

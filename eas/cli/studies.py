@@ -65,6 +65,7 @@ def show_command(
         trial_summary,
     )
     from eas.reports.summary import study_lines, verification_lines
+    from eas.reports.time_to_beat import runtime_words, time_to_beat, time_to_beat_lines
     from eas.study.reader import StudyReader
     from eas.study.storage import check_study_name, default_url
 
@@ -83,6 +84,8 @@ def show_command(
                    "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs,
                    "descendants": descendants(study, record.number, exports)})
         return
+    running = any(r.state == "running" for r in records)  # not beaten yet: counted until now
+    beatings = time_to_beat(records, found.baselines, now=time.time() if running else None)
     if as_json:
         spent = footprint(records, objectives, reference)
         emit_json({"study": study, "settings": settings, **front_document(records, objectives, reference),
@@ -90,9 +93,12 @@ def show_command(
                    "rank_agreement": rank_agreement(records), "footprint": spent,
                    "time_split": time_split_total(records),
                    "verification": found.verification[-1] if found.verification else None,
+                   "time_to_beat": [b.to_dict() for b in beatings],
                    "broken": [{"trial": r.number, "reason": r.reason} for r in records if r.state == "broken"],
                    "trials": [trial_summary(r) for r in records]})
         return
     typer.echo("\n".join(study_lines(study, settings, records, objectives, reference)))
+    if beatings:
+        typer.echo("\n" + "\n".join(time_to_beat_lines(beatings, runtime_words(settings))))
     if found.verification:
         typer.echo("\n" + "\n".join(verification_lines(found.verification[-1])))

@@ -24,8 +24,7 @@ import math
 import statistics
 
 from eas.arch.bounds import check_buildable
-from eas.arch.genome import Arch
-from eas.arch.reference import REFERENCES, reference
+from eas.arch.reference import ADAPTED, REFERENCES, baseline_arch, reference
 from eas.errors import UserError
 from eas.pareto import hypervolume_of_points, minimised_values
 
@@ -58,16 +57,6 @@ def parse_baselines(specs: list[str], space) -> list[str]:
             reference(name)  # an unknown family or multiplier is refused here, in one line
             names.append(name)
     return list(dict.fromkeys(names))
-
-
-ADAPTED = ":adapted"
-
-
-def baseline_arch(name: str, input_shape) -> Arch:
-    """The network a baseline name stands for at this input: `family@alpha` as published,
-    `family@alpha:adapted` with the small-input rule applied."""
-    published = reference(name.removesuffix(ADAPTED))
-    return published.adapted_to(min(input_shape[1:])) if name.endswith(ADAPTED) else published
 
 
 def with_adapted(names: list[str], input_shape) -> list[str]:

@@ -14,7 +14,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import optuna
@@ -22,7 +22,7 @@ import torch
 from optuna.trial import TrialState
 
 from eas.arch.builder import build
-from eas.arch.reference import REFERENCES, reference
+from eas.arch.reference import REFERENCES, baseline_arch, reference
 from eas.errors import UserError
 from eas.measure.energy import make_meter, shared_counter_note
 from eas.measure.runtime import Runtime, measure
@@ -278,6 +278,19 @@ class TrialRunner:
         self.summary.add(metrics)
         return metrics
 
+    def evaluate_baseline(self, name: str) -> dict:
+        """The metrics of a hand-designed network trained exactly as this study's candidates are,
+        through every rung: a failure or a time-out is its status and reason, as for a trial."""
+        arch = baseline_arch(name, self.task.input_shape)
+        try:
+            own = self._own_objectives(arch)
+            result = self._train_rungs(None, arch, {}, time.monotonic() + self.trial_timeout)
+        except TrialTimeout as cut:
+            return {"status": "cut", "reason": str(cut)}
+        except Exception as error:
+            return {"status": "error", "reason": f"{type(error).__name__}: {error}"[:500]}
+        return {**_flatten(result.to_dict()), **own, "genome": arch.encode(), "versions": self.versions}
+
     def _own_objectives(self, arch) -> dict[str, float]:
         """Objectives of the user's own (eas.objectives.register_objective), measured from the
         architecture; one that fails or returns junk fails the trial with the reason."""
@@ -313,7 +326,7 @@ class TrialRunner:
             broken = candidate.confirm_latency(self.constraints)
             return candidate.result("infeasible" if broken else "ok", broken,
                                     validation=candidate.validate(one_shot.VALIDATION_IMAGES))
-        first, rungs = self._resume_point(trial, candidate)
+        first, rungs = self._resume_point(trial, candidate) if trial is not None else (0, [])
         ladder = self.ladder
         for rung in range(first, ladder.top + 1):
             trained = candidate.train_segment(ladder.segment(rung, scale), segment=rung, deadline=deadline,
@@ -325,6 +338,8 @@ class TrialRunner:
             validation = candidate.validate(ladder.val_images(rung))
             if broken:
                 return candidate.result("infeasible", broken, validation=validation)
+            if trial is None:  # a baseline, the search's yardstick: no rung stops it
+                continue
             # NaN (an inference energy not measured yet, below the top rung) is stored as None
             record = _flatten({"rung": rung, "steps": ladder.steps[rung], **validation,
                                "train_seconds": candidate.trained.seconds, "train_energy_j": candidate.trained.energy_j,
@@ -343,7 +358,7 @@ class TrialRunner:
                 reason = (f"stopped after rung {rung}: ranked {decision.position + 1} of {decision.results} "
                           f"results there (the best {decision.keep} train on)")
                 return candidate.result("stopped", reason, validation=validation)
-        if ladder.top > 0:
+        if ladder.top > 0 and trial is not None:
             trial.set_user_attr(schema.RUNGS, rungs)
         return candidate.result("ok", validation=validation)
 
@@ -450,17 +465,24 @@ def make_sampler(settings: SearchSettings, space, task, live, seed: int, base=No
 
 def run_search(study, settings: SearchSettings, space, task, live, budget: Budget, trial_timeout: float,
                seed: int, on_trial: Callable[[object, RunSummary], None] | None = None,
-               snapshots=None, sampler=None, evaluator: Callable[[object], object] | None = None) -> RunSummary:
+               snapshots=None, sampler=None, evaluator: Callable[[object], object] | None = None,
+               baselines: Sequence[str] = (), on_baseline: Callable[[str, dict], None] | None = None) -> RunSummary:
     """Run trials in this process until the budget is spent, Ctrl-C, or nothing is feasible.
-    A worker pool passes the study's `sampler` (and `snapshots`) kept from its earlier trials."""
+    A worker pool passes the study's `sampler` (and `snapshots`) kept from its earlier trials.
+    `baselines` not yet stored in the study are trained first (outside the budget: they are the
+    yardstick, not the search); `on_baseline(name, metrics)` is called after each."""
     study.sampler = sampler or make_sampler(settings, space, task, live, seed)
-    summary = RunSummary()
-    deadline = time.monotonic() + budget.seconds if budget.seconds else None
-    cpu_started = time.process_time()
     snapshots = snapshots or Snapshots(_engine_of(study), study.study_name)
-    runner = TrialRunner(settings, space, task, live, snapshots, deadline, trial_timeout, summary)
-    runner.sampler = study.sampler
+    runner = TrialRunner(settings, space, task, live, snapshots, None, trial_timeout, RunSummary())
     runner.evaluator = evaluator
+    try:
+        _train_baselines(study, runner, baselines, on_baseline)
+    except KeyboardInterrupt:  # nothing half-stored: a baseline is one attribute, written when done
+        return RunSummary(stopped="interrupted")
+    summary = runner.summary = RunSummary()
+    runner.deadline = time.monotonic() + budget.seconds if budget.seconds else None
+    cpu_started = time.process_time()
+    runner.sampler = study.sampler
     streak = {"infeasible": 0}
 
     def after_trial(study_, frozen) -> None:
@@ -493,6 +515,17 @@ def run_search(study, settings: SearchSettings, space, task, live, budget: Budge
         for handler in logging.getLogger("optuna").handlers:
             handler.removeFilter(quiet_ctrl_c)
     return summary
+
+
+def _train_baselines(study, runner: TrialRunner, names: Sequence[str], on_baseline) -> None:
+    """Each named baseline the study does not hold yet, trained and stored as it finishes."""
+    stored = study.user_attrs
+    for name in (n for n in names if schema.BASELINE + n not in stored):
+        started = time.time()
+        metrics = runner.evaluate_baseline(name)
+        study.set_user_attr(schema.BASELINE + name, {"metrics": metrics, "started": started, "finished": time.time()})
+        if on_baseline:
+            on_baseline(name, metrics)
 
 
 class _NoTracebackForCtrlC(logging.Filter):

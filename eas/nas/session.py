@@ -26,7 +26,9 @@ from eas.measure import runtime as runtimes
 from eas.measure.device import resolve_device
 from eas.measure.energy import make_meter
 from eas.nas import loop
+from eas.nas.baselines import baseline_arch, check_baselines_fit, parse_baselines, with_adapted
 from eas.nas.budget import Budget
+from eas.nas.candidate import counted_metrics
 from eas.nas.one_shot import read_trust
 from eas.nas.proposals import SAMPLERS
 from eas.nas.rungs import Ladder
@@ -50,7 +52,7 @@ OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="
                storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
                max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
                queue=False, evaluator="", runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None,
-               supernet=None)
+               supernet=None, baselines=None)
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,27 @@ class SearchRequest:
         if o["predictor"] is not None:
             runtime = runtimes.with_predictor(runtime, o["predictor"])
         name = check_study_name(o["study"] if o["study"] is not None else f"{space.name}-{scheme}")
+        o = {**o, "baselines": _requested_baselines(o, space)}
         return cls(budget, objectives, constraints, fidelity, timeout, space, name, o["storage"] or default_url(name),
                    runtime, o)
 
 
 FROM_PYTHON = "python:"  # a sampler or an evaluator given from Python: stored by its name
+
+
+def _requested_baselines(o: dict, space: Space) -> list[str]:
+    """The published baselines `--baselines` names (none unless asked: each costs a full-fidelity
+    training before the search starts)."""
+    specs = o["baselines"]
+    if isinstance(specs, str):
+        specs = [specs]
+    names = parse_baselines(list(specs) if specs else ["none"], space)
+    if names and o["supernet"] is not None:
+        raise UserError("--baselines trains each baseline as the candidates are trained; a one-shot search "
+                        "(--supernet) trains none, and a hand-designed network has no weights to inherit")
+    if names and o["queue"]:
+        raise UserError("--baselines are trained by the process that runs the search; --queue runs nothing here")
+    return names
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,8 @@ class OpenedStudy:
     storage: object  # the opened Optuna storage
     entry: QueuedStudy | None  # its queue entry, as it was before this run (None for a joining worker)
     run: Run | None  # the pool Run this search saved (None for a joining worker)
+    # hand-designed networks this run trains first, as its candidates are trained (search --baselines)
+    baselines: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -169,7 +189,24 @@ def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) 
     run = Run(budget.seconds, None if budget.trials is None else entry.counted + budget.trials, priority,
               started=None if o["queue"] else time.time())
     save(storage, entry.study_id, run)  # this run's budget is the study's: pool workers may help
-    return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run)
+    return OpenedStudy(found, created, settings, space, task, reader, storage, entry, run,
+                       baselines_within(o["baselines"], task, request.constraints, o["data"]))
+
+
+def baselines_within(names: list[str], task: Dataset, constraints: Constraints, data: str) -> tuple[str, ...]:
+    """Each published baseline and its adapted twin, where the data can be fed to them; one over a
+    counted limit is left out with a warning: the search may not go where it stands."""
+    names = with_adapted(names, task.input_shape)
+    check_baselines_fit(names, task.input_shape, task.num_classes, data)
+    kept = []
+    for name in names:
+        broken = [k for k, v in constraints.violations(counted_metrics(baseline_arch(name, task.input_shape),
+                                                                       task)).items() if v > 0]
+        if broken:
+            logger.warning(f"baseline {name} left out: over {', '.join(broken)}, where the search may not go")
+        else:
+            kept.append(name)
+    return tuple(kept)
 
 
 def warn_what_a_microcontroller_cannot_run(space: Space, request: SearchRequest) -> None:

@@ -28,7 +28,7 @@ from eas.errors import UserError
 from eas.lazy import lazy_import
 from eas.study import schema
 from eas.study.queue import COUNTED, QueuedStudy, Run
-from eas.study.records import STATES, UNREADABLE, TrialRecord, make_record, state_of
+from eas.study.records import STATES, UNREADABLE, TrialRecord, baseline_records, make_record, state_of
 from eas.study.storage import first_line, preflight, safe_url, sqlite_path, studies_dir
 
 optuna_distributions = lazy_import("optuna.distributions")
@@ -291,6 +291,7 @@ class LoadedStudy:
     records: list[TrialRecord]
     schema_version: int = schema.SCHEMA_VERSION
     verification: list = field(default_factory=list)  # what `eas verify` found, newest last
+    baselines: dict = field(default_factory=dict)  # name -> BaselineRecord (eas search --baselines)
 
     @property
     def objectives(self) -> tuple[str, ...]:
@@ -419,7 +420,16 @@ class StudyReader:
         with self._lock:
             records = [self.records[n] for n in sorted(self.records)]
         return LoadedStudy(self.name, self.url, self.settings, self.reference, records, self.schema_version,
-                           self.verification)
+                           self.verification, self.baselines())
+
+    def baselines(self) -> dict:
+        """The baselines stored so far (read again each time: a search stores them as they finish)."""
+        if self._optuna is not None:
+            attrs = self._optuna.user_attrs
+        else:
+            with reading(self.url) as connection:
+                attrs = _study_attrs(connection, self.study_id)
+        return baseline_records(attrs, self.task)
 
     def params(self, record: TrialRecord) -> dict:
         """The sampled parameters of one trial, in their external form."""

@@ -12,6 +12,7 @@ from typing import TypeGuard
 
 from eas.arch.bounds import check_buildable
 from eas.arch.genome import Arch
+from eas.arch.reference import baseline_arch
 from eas.errors import UserError
 from eas.objectives import OBJECTIVES
 from eas.study import schema
@@ -158,6 +159,42 @@ def make_record(trial_id: int, number: int, optuna_state: str, started: float | 
     return TrialRecord(number=number, state=state, genome=attrs.get(schema.GENOME), metrics=metrics,
                        started=started, finished=finished,
                        reason=attrs.get(schema.REASON) or metrics.get("reason"), trial_id=trial_id, attrs=other)
+
+
+@dataclass(frozen=True)
+class BaselineRecord:
+    """A hand-designed network trained as the search's candidates are (`eas search --baselines`)."""
+
+    name: str  # family@alpha, or family@alpha:adapted
+    metrics: dict
+    started: float  # POSIX seconds
+    finished: float
+
+    def value(self, objective: str) -> float:
+        value = self.metrics.get(OBJECTIVES[objective].metric)
+        return math.nan if value is None else float(value)
+
+
+def baseline_records(attrs: dict, task: tuple | None) -> dict[str, BaselineRecord]:
+    """The baselines stored among a study's attributes, by name; one that cannot be trusted (not a
+    known network, malformed metrics or times: anyone with access can store any attribute) is
+    left out."""
+    found = {}
+    for key, value in sorted(attrs.items()):
+        if not key.startswith(schema.BASELINE) or not isinstance(value, dict):
+            continue
+        name, metrics = key.removeprefix(schema.BASELINE), value.get("metrics")
+        started, finished = value.get("started"), value.get("finished")
+        if not isinstance(metrics, dict) or not (_is_number(started) and _is_number(finished)
+                                                 and math.isfinite(started) and math.isfinite(finished)):
+            continue
+        try:
+            arch = baseline_arch(name, task[0] if task else (1, 224, 224))
+        except UserError:
+            continue
+        if problem_with({schema.METRICS: metrics, schema.GENOME: arch.encode()}, {}, task) is None:
+            found[name] = BaselineRecord(name, metrics, float(started), float(finished))
+    return found
 
 
 def counts(records: list[TrialRecord]) -> dict[str, int]:

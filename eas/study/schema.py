@@ -23,6 +23,9 @@ CREATED_BY = "eas.created_by"
 SCHEMA = "eas.schema"
 VERIFICATION = "eas.verification"  # results of `eas verify`, newest last
 VERIFY_RUN = "eas.verify.run."     # + a run key: one model trained by `eas verify` at one seed
+# + a baseline name (mobilenet_v2@0.5:adapted): a hand-designed network trained as the search's
+# candidates are, at its full fidelity (`eas search --baselines`): {"metrics", "started", "finished"}
+BASELINE = "eas.baseline."
 # The worker pool (eas.study.queue): one attribute per kind of writer.
 RUN_BUDGET = "eas.run.budget"        # {"seconds", "trials", "priority"}: eas search / eas resume
 RUN_STARTED = "eas.run.started"      # POSIX time of the first start: the first worker

@@ -55,6 +55,28 @@ def test_a_search_under_one_million_macs_finds_mobile_networks_below_it(studies)
     assert all(r.metrics["macs"] <= 1_000_000 and r.metrics["status"] == "ok" for r in result.records)
 
 
+def by_stem(arch) -> float:
+    """A made-up accuracy from the stem's width: MobileNetV3-Small@0.35's 8 channels give 0.6."""
+    return 0.5 + min(0.4, arch.stem.width / 80)
+
+
+def test_baselines_are_trained_first_beside_the_trials_and_the_search_says_when_it_beat_them(studies):
+    result = eas.search(**FAST, trials=5, study="b", evaluator=by_stem, baselines=["mobilenet_v3_small@0.35"])
+    assert result.trials_this_run == 5 and len(result.records) == 5  # the baselines are not trials
+    assert sorted(result.baselines) == ["mobilenet_v3_small@0.35", "mobilenet_v3_small@0.35:adapted"]
+    for stored in result.baselines.values():
+        assert stored.metrics["status"] == "ok" and stored.value("accuracy") == pytest.approx(0.6)
+        assert stored.finished <= min(r.started for r in result.records)  # trained before the search
+    for found in result.time_to_beat:
+        limit = result.baselines[found.baseline].metrics[found.cost]
+        beating = [r for r in sorted(result.records, key=lambda r: r.finished) if r.state == "complete"
+                   and r.value("accuracy") > 0.6 and r.metrics[found.cost] <= limit]
+        assert found.trial == (beating[0].number if beating else None)
+    again = eas.search(**FAST, trials=1, study="b", evaluator=by_stem, baselines=["mobilenet_v3_small@0.35"])
+    assert again.baselines == result.baselines  # stored once: a resumed search does not train them again
+    assert eas.open_study("b").baselines == result.baselines
+
+
 def test_own_arrays_are_written_once_and_read_by_the_study(studies):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 255, (200, 10, 10), dtype=np.uint8)
@@ -126,6 +148,8 @@ def test_a_space_given_as_a_dict(studies):
     (lambda: eas.search(**FAST, trials=1, sampler=object()), "Optuna sampler instance"),
     (lambda: eas.search(**FAST), "give a --budget"),
     (lambda: eas.search(**{**FAST, "objectives": ["accuracy", "speed"]}, trials=1), "unknown objective speed"),
+    (lambda: eas.search(**FAST, trials=1, baselines=["resnet@0.5"]), "unknown reference 'resnet@0.5'"),
+    (lambda: eas.search(**FAST, trials=1, baselines=["mobilenet_v2@0.5"], queue=True), "--queue runs nothing"),
 ])
 def test_bad_input_through_the_api_is_the_clis_one_line_error(studies, call, fragment):
     with pytest.raises(UserError, match=fragment) as refused:
