@@ -135,10 +135,13 @@ def test_stop_and_resume_without_killing_the_worker(postgres, study_name):
 
         resumed = run_eas("resume", study_name, "--storage", postgres, "--trials", "3")
         assert resumed.returncode == 0 and "running" in resumed.stdout, resumed.stderr
+        # done once its last trial is counted, which a running trial already is (so its worker may
+        # still show, until that trial has finished): wait for nothing running
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and listed(postgres, {study_name})[study_name]["state"] != "done":
-            time.sleep(0.5)
         final = listed(postgres, {study_name})[study_name]
+        while time.monotonic() < deadline and not (final["state"] == "done" and final["running"] == 0):
+            time.sleep(0.5)
+            final = listed(postgres, {study_name})[study_name]
         assert final["state"] == "done" and final["trials"] == settled["trials"] + 3  # one worker: exactly 3 more
     finally:
         worker.terminate()
