@@ -171,6 +171,9 @@ class Network(nn.Module):
 
     def __init__(self, stem: dict, stages: list[dict], head: dict, in_channels: int, num_classes: int):
         super().__init__()
+        # The input resized to resolution x resolution first (bilinear, as deployed: the exported
+        # graph holds the Resize); 0 takes it as it comes. No module, so no weights change.
+        self.resolution = int(stem.get("resolution") or 0)
         self.stem = ConvBNAct(in_channels, stem["width"], stem["kernel"], stem["stride"], act=stem["act"])
         blocks, channels = [], stem["width"]
         for stage in stages:
@@ -182,4 +185,7 @@ class Network(nn.Module):
                                    num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.resolution:
+            x = nn.functional.interpolate(x, size=(self.resolution, self.resolution), mode="bilinear",
+                                          align_corners=False)
         return self.head(self.blocks(self.stem(x)))

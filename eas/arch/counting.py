@@ -153,7 +153,7 @@ class _Counter:
 def arch_cost(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -> ArchCost:
     """Parameters, MACs and inference memory of `arch` at batch 1, counted without torch."""
     count = _Counter()
-    channels, height, width = input_shape
+    channels, height, width = arch.sees(input_shape)  # a resize first costs no MACs (as profile counts it)
     size = count.conv_bn_act(channels, arch.stem.width, arch.stem.kernel, arch.stem.stride, (height, width),
                              act=arch.stem.act)
     channels = arch.stem.width

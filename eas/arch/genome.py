@@ -6,7 +6,9 @@ A genome is a '-'-separated list of parts; each part is '_'-separated tokens:
 
 Tokens: r repeats, k kernel, s stride (of the first block of a stage), e expansion ratio,
 c width (output channels), h attention heads, f FFN ratio (in `head`: hidden units of an extra
-fully-connected layer, 0 for none), d dropout, `se` squeeze-excite, and an activation name.
+fully-connected layer, 0 for none), d dropout, `se` squeeze-excite, and an activation name;
+in `stem` only, i input resolution: the network resizes its input to i x i pixels before the stem
+(`stem_i20_c16_...`: a 28-px image is seen at 20 px), written only when set.
 Part kinds: `stem`, `ds` (depthwise-separable conv), `ir` (inverted residual / MBConv),
 `la` (linear-attention block with its FFN), `head` (c0 = no final 1x1 conv).
 
@@ -31,10 +33,11 @@ STAGE_KINDS = ("ds", "ir", "la")
 
 # Canonical token order of each part kind; the letter tokens map to dataclass fields.
 TOKEN_FIELDS = {"r": "repeats", "k": "kernel", "s": "stride", "e": "expansion", "c": "width",
-                "h": "heads", "f": "ffn", "d": "dropout"}
+                "h": "heads", "f": "ffn", "d": "dropout", "i": "resolution"}
+OPTIONAL_TOKENS = {"se", "i"}  # absent: no squeeze-excite; the input at the size it comes
 FIELD_TOKENS = {name: token for token, name in TOKEN_FIELDS.items()}
 PART_TOKENS = {
-    "stem": ("c", "k", "s", "act"),
+    "stem": ("i", "c", "k", "s", "act"),
     "ds": ("r", "k", "s", "c", "se", "act"),
     "ir": ("r", "k", "s", "e", "c", "se", "act"),
     "la": ("r", "s", "c", "h", "f", "act"),
@@ -64,10 +67,13 @@ class Stem:
     kernel: int = 3
     stride: int = 2
     act: str = "relu6"
+    resolution: int = 0  # the input resized to this many pixels a side first; 0: as it comes
 
     def __post_init__(self) -> None:
         _check_common(self, "stem")
         _check(self.kernel in (1, 3, 5, 7), "stem", f"kernel must be 1, 3, 5 or 7 (got {self.kernel})")
+        _check(isinstance(self.resolution, int) and (self.resolution == 0 or 4 <= self.resolution <= 4096), "stem",
+               f"input resolution must be 4..4096 pixels (got {self.resolution})")
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,11 @@ class Arch:
     def encode(self) -> str:
         return "-".join(_encode_part(kind, part) for kind, part in self._parts())
 
+    def sees(self, input_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The shape the stem takes: the input's, or its channels at the stem's resolution."""
+        r = self.stem.resolution
+        return (input_shape[0], r, r) if r else (input_shape[0], input_shape[1], input_shape[2])
+
     @classmethod
     def decode(cls, text: str) -> Arch:
         if not isinstance(text, str) or not text.strip():
@@ -234,6 +245,9 @@ def _encode_part(kind: str, part: Stem | Stage | Head) -> str:
         elif token == "se":
             if getattr(part, "se", False):  # only a stage has one
                 tokens.append("se")
+        elif token == "i":
+            if isinstance(part, Stem) and part.resolution:  # only a stem has one
+                tokens.append(f"i{part.resolution}")
         else:
             tokens.append(token + _format_number(getattr(part, TOKEN_FIELDS[token])))
     return "_".join(tokens)
@@ -279,7 +293,7 @@ def _decode_part(text: str, kind: str) -> dict:
         if key in values:
             raise GenomeError(f"{where}: {key} given twice")
         values[key] = value
-    missing = [t for t in allowed if t != "se" and _field(t) not in values]
+    missing = [t for t in allowed if t not in OPTIONAL_TOKENS and _field(t) not in values]
     if missing:
         names = ", ".join(f"{t} ({_field(t)})" if t != "act" else "activation" for t in missing)
         raise GenomeError(f"part {text!r}: missing {names}")

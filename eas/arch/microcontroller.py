@@ -183,6 +183,9 @@ def int8_graph(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) 
     channels, height, width = input_shape
     x = graph.tensor(channels * height * width)  # the int8 input, NCHW as the model takes it
     x = graph.op("RESHAPE" if channels == 1 else "TRANSPOSE", (x,), graph.sizes[x], constants=1)  # to NHWC
+    if arch.stem.resolution:  # the network's own resize: input and resized image alive together
+        channels, height, width = arch.sees(input_shape)
+        x = graph.op("RESIZE_BILINEAR", (x,), channels * height * width, constants=1)
     stem = arch.stem
     x, size = graph.conv(x, channels, stem.width, stem.kernel, stem.stride, (height, width), act=stem.act)
     channels = stem.width

@@ -41,7 +41,8 @@ class SpaceError(UserError, ValueError):
 MAX_SPACE_FILE_BYTES = 1 << 20
 MAX_CHOICES = 256  # per field: more is a generated list, not a search space (and sampling would crawl)
 MAX_STAGES = 64
-TOP_LEVEL_KEYS = ("name", "description", "stem", "stages", "head", "train", "min_feature_size")
+TOP_LEVEL_KEYS = ("name", "description", "resolution", "stem", "stages", "head", "train", "min_feature_size")
+MAX_UPSCALE = 4  # a resolution choice over 4x the data's own size is refused: nothing is left to see
 
 
 class _SpaceLoader(yaml.SafeLoader):
@@ -75,14 +76,24 @@ class Space:
     def min_feature_size(self) -> int:
         return int(self.definition.get("min_feature_size", 3))
 
+    @property
+    def resolutions(self) -> list[int]:
+        """The input resolutions the space offers (`resolution:`); empty: the data's own."""
+        return [int(r) for r in choices_of(self.definition.get("resolution", []))]
+
     def for_task(self, input_shape: tuple[int, int, int]) -> Space:
-        return replace(self, resolution=min(input_shape[1:]))
+        native = min(input_shape[1:])
+        too_large = [r for r in self.resolutions if r > MAX_UPSCALE * native]
+        if too_large:
+            raise SpaceError(f"space {self.name!r}: resolution {too_large[0]} is over {MAX_UPSCALE}x the data's "
+                             f"{native} px (choose resolutions up to {MAX_UPSCALE * native})")
+        return replace(self, resolution=native)
 
     # -- sampling ----------------------------------------------------------------------
     def parameters(self) -> dict[str, list]:
         """Every choice parameter with its fixed choice list, in sampling order (the training
         hyperparameters of an optional `train:` section last, as `train.lr` and so on)."""
-        params = {}
+        params = {"resolution": self.resolutions} if len(self.resolutions) > 1 else {}
         for part, spec in [*self.parts(), ("train", self.definition.get("train") or {})]:
             for key, value in spec.items():
                 if key != "kind" and isinstance(value, list) and len(value) > 1:
@@ -119,6 +130,9 @@ class Space:
             may_stride.append(_offers_stride_2(spec))
         head = Head(**{f: pick("head", k, specs["head"]) for k, f in HEAD_FIELDS.items()
                        if k in specs["head"]})
+        if self.resolutions:  # the data's own size is no resize at all: one network, one genome
+            seen = params.get("resolution", self.resolutions[0])
+            stem = replace(stem, resolution=0 if seen == self.resolution else seen)
         return self.adapt(Arch(stem, tuple(stages), head), may_stride)
 
     def adapt(self, arch: Arch, may_stride: list[bool] | None = None) -> Arch:
@@ -126,7 +140,7 @@ class Space:
         `may_stride` marks the parts whose stride the space leaves to the search."""
         if self.resolution is None:
             return arch
-        return arch.adapted_to(self.resolution, self.min_feature_size, may_stride)
+        return arch.adapted_to(arch.stem.resolution or self.resolution, self.min_feature_size, may_stride)
 
     def params_of(self, arch: Arch) -> dict[str, Any] | None:
         """The params that make this space produce `arch` (after adaptation), or None; training
@@ -134,6 +148,10 @@ class Space:
         target = self.adapt(arch)
         names = self.parameters()
         params: dict[str, Any] = {n: c[0] for n, c in names.items() if n.startswith("train.")}
+        if "resolution" in names:
+            params["resolution"] = target.stem.resolution or self.resolution
+            if params["resolution"] not in names["resolution"]:
+                return None
         for part, values in (("stem", {"width": target.stem.width, "kernel": target.stem.kernel,
                                        "stride": target.stem.stride,
                                        "act": target.stem.act}),
@@ -286,6 +304,7 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
     if isinstance(feature, bool) or not isinstance(feature, int) or not 1 <= feature <= 64:
         fail("min_feature_size", f"expected an integer 1..64 (got {str(feature)[:40]})")
     _validate_training(definition.get("train"), fail)
+    _validate_resolution(definition.get("resolution"), fail)
     parts: list[tuple[str, object, dict, type]] = [("stem", definition["stem"], STEM_FIELDS, Stem)]
     parts += [(f"stages[{i}]", spec, STAGE_FIELDS, Stage) for i, spec in enumerate(definition["stages"])]
     parts.append(("head", definition["head"], HEAD_FIELDS, Head))
@@ -303,6 +322,19 @@ TRAIN_FIELDS = {  # optional `train:` section: key -> (check, what it must be)
     "batch_size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 65536,
                    "an integer batch size 2..65536"),
 }
+
+
+def _validate_resolution(value, fail) -> None:
+    """`resolution:` one size or a list of sizes in pixels (4..4096), each once."""
+    if value is None:
+        return
+    _check_choice_list("resolution", value, fail)
+    choices = choices_of(value)
+    for choice in choices:
+        if isinstance(choice, bool) or not isinstance(choice, int) or not 4 <= choice <= 4096:
+            fail("resolution", f"{str(choice)[:40]!r} is not a size in pixels (an integer 4..4096)")
+    if len(set(choices)) != len(choices):
+        fail("resolution", f"{next(c for c in choices if choices.count(c) > 1)} is listed twice")
 
 
 def _validate_training(section, fail) -> None:

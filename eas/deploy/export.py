@@ -233,6 +233,8 @@ def export_pt2_file(model, example, path: Path) -> None:
     """model.pt2: the torch.export program of `model` as it is now (its weights inside), taking
     any batch size as model.onnx does."""
     batch = torch.export.Dim("batch", min=1, max=2**16)
+    # traced at batch 2: at 1, a network that resizes its input (stem `i`) has the batch fixed to 1
+    example = example[:1].expand(2, *example.shape[1:])
     torch.export.save(torch.export.export(model, (example,), dynamic_shapes=({0: batch},)), str(path))
 
 

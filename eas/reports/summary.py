@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from eas.arch.genome import Arch
 from eas.reports.front import (
     accuracy_interval,
     footprint,
@@ -23,7 +24,9 @@ def profile_lines(arch, cost, sram_bytes: int, flash_bytes: int) -> list[str]:
     lines = [
         f"genome   {arch.encode()}",
         f"hash     {arch.canonical_hash()}",
-        f"input    {c}x{h}x{w}, batch {cost.batch_size}",
+        f"input    {c}x{h}x{w}, batch {cost.batch_size}"
+        + (f"; resized by the network to {c}x{arch.stem.resolution}x{arch.stem.resolution} first"
+           if arch.stem.resolution else ""),
         f"params   {cost.params:,} ({human(cost.params)})",
         f"MACs     {cost.macs:,} ({human(cost.macs)}; conv + linear + matmul multiply-adds)",
         f"FLOPs    {cost.flops:,} ({human(cost.flops)}; = 2 x MACs)",
@@ -74,32 +77,49 @@ MEMORY_COLUMNS = {"memory": ("memory", "memory_bytes_inference"), "sram": ("SRAM
                   "flash": ("flash int8", "flash_bytes")}
 
 
-def memory_columns(objectives, constraints: dict | None = None) -> list[str]:
-    """The memory objectives a study's Pareto table shows: those it optimises or limits."""
+def memory_columns(objectives, constraints: dict | None = None, settings: dict | None = None) -> list[str]:
+    """The optional columns a study's Pareto table shows: the memory objectives it optimises or
+    limits, and "input" (each network's input resolution) where its space chooses one."""
     limited = {str(name).removeprefix("max_") for name in constraints} if isinstance(constraints, dict) else set()
-    return [name for name in MEMORY_COLUMNS if name in objectives or name in limited]
+    space = (settings or {}).get("space")
+    resolution = ["input"] if isinstance(space, dict) and space.get("resolution") is not None else []
+    return resolution + [name for name in MEMORY_COLUMNS if name in objectives or name in limited]
 
 
 def pareto_headers(columns: list[str]) -> list[str]:
-    return ["trial", "accuracy (95% CI)", "MACs", "params", *(MEMORY_COLUMNS[c][0] for c in columns),
-            "energy", "latency", "genome"]
+    return ["trial", "accuracy (95% CI)", "MACs", "params",
+            *(MEMORY_COLUMNS[c][0] if c in MEMORY_COLUMNS else c for c in columns), "energy", "latency", "genome"]
 
 
-def pareto_rows(front, knee_record, columns: list[str] = ()) -> list[list]:
-    """Rows of the Pareto table (`pareto_headers(columns)`): the knee point is marked with '*'."""
+def _input_text(genome: str | None, native: int | None) -> str:
+    """A network's input resolution: the stem's `i` (it resizes), else the data's own."""
+    size = (Arch.decode(genome).stem.resolution if genome else 0) or native
+    return f"{size} px" if size else "as given"
+
+
+def pareto_rows(front, knee_record, columns: list[str] = (), native: int | None = None) -> list[list]:
+    """Rows of the Pareto table (`pareto_headers(columns)`): the knee point is marked with '*'.
+    `native`: the data's resolution, shown for networks that do not resize their input."""
     rows = []
     for r in front:
         m = r.metrics
         energy = m.get("inference_energy_j_per_1k")
-        sizes = [m.get(MEMORY_COLUMNS[c][1]) for c in columns]
+        cells = [_input_text(r.genome, native) if c == "input" else
+                 human_bytes(v) if isinstance(v := m.get(MEMORY_COLUMNS[c][1]), (int, float)) else "-"
+                 for c in columns]
         rows.append([
             f"{r.number}{'*' if knee_record is not None and r.number == knee_record.number else ''}",
-            accuracy_text(m), human(m.get("macs", 0)), human(m.get("params", 0)),
-            *(human_bytes(v) if isinstance(v, (int, float)) else "-" for v in sizes),
+            accuracy_text(m), human(m.get("macs", 0)), human(m.get("params", 0)), *cells,
             f"{energy:.3g} J/1k ({m.get('energy_source', '?')})" if energy is not None else "-",
             f"{m.get('latency_ms', 0):.2f} ms", r.genome or "",
         ])
     return rows
+
+
+def native_resolution(settings: dict) -> int | None:
+    """The data's own resolution as a study stored it (the smaller side), or None."""
+    shape = settings.get("input_shape")
+    return min(shape[1:]) if isinstance(shape, list) and len(shape) == 3 else None
 
 
 def accuracy_text(metrics: dict) -> str:
@@ -197,7 +217,7 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
     spent = footprint(records, objectives, reference)  # with the hypervolume, computed once
     front = pareto_front(records, objectives)
     knee_record = knee(front, objectives)
-    columns = memory_columns(objectives, settings.get("constraints"))
+    columns = memory_columns(objectives, settings.get("constraints"), settings)
     lines = [
         printable(f"study       {name}: space {settings.get('space_name')}, data {settings.get('data')}, "
                   f"sampler {settings.get('sampler')}"),
@@ -212,7 +232,7 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         "",
         f"Pareto set ({len(front)} trials; * = knee point, the balanced trade-off; accuracies whose 95% "
         "intervals overlap count as ties):",
-        table(pareto_rows(front, knee_record, columns), pareto_headers(columns)) if front
+        table(pareto_rows(front, knee_record, columns, native_resolution(settings)), pareto_headers(columns)) if front
         else "  (no complete feasible trial yet)",
     ]
     sources = {r.metrics.get("energy_source") for r in front}

@@ -260,6 +260,31 @@ def test_an_export_from_python_adds_onnx_runtimes_mobile_format_checked_there(st
         assert abs(session.run(None, {"input": x.numpy()})[0] - model(x).numpy()).max() < 1e-4
 
 
+def test_a_space_that_chooses_resolution_exports_networks_that_take_the_datas_images_and_resize_them(studies):
+    import onnxruntime
+    import torch
+
+    from eas.deploy.export import load_standalone
+
+    definition = {"name": "res", "resolution": [6, 12], "stem": {"width": [8, 16], "kernel": 3, "stride": 1,
+                                                                 "act": "relu"},
+                  "stages": [{"kind": "ds", "depth": 1, "width": [16, 24], "kernel": 3, "stride": [1, 2],
+                              "act": "relu"}], "head": {"width": 0, "hidden": 0, "act": "relu", "dropout": 0.0}}
+    result = eas.search(**{**FAST, "space": definition}, trials=4, study="res", evaluator=by_width)
+    assert {r.genome.split("_")[1] for r in result.records} <= {"i6", "i12"}  # digits are 8 px: always resized
+    folder = eas.export("res", out=studies.parent / "knee", formats=["ort"])
+    document = json.loads((folder / "arch.json").read_text())
+    assert document["genome"] == result.knee.genome and document["task"]["input_shape"] == [1, 8, 8]
+    torch.manual_seed(0)
+    model = load_standalone(folder / "model.py").build_model().eval()  # EAS's code not needed: it resizes itself
+    x = torch.randn(5, 1, 8, 8)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    for name in ("model.onnx", "model.ort"):
+        session = onnxruntime.InferenceSession(str(folder / name), providers=["CPUExecutionProvider"])
+        assert abs(session.run(None, {"input": x.numpy()})[0] - expected).max() < 1e-4
+
+
 def test_a_microcontroller_search_says_first_which_choices_a_microcontroller_cannot_run(studies, caplog):
     mcu = {**FAST, "objectives": ["accuracy", "sram", "flash"]}
     with caplog.at_level("WARNING", logger="eas"):

@@ -8,7 +8,7 @@ from eas.arch.reference import REFERENCES, reference
 acts = st.sampled_from(ACTIVATIONS)
 ratios = st.sampled_from([1.0, 2.0, 3.0, 3.67, 4.0, 4.5, 6.0])
 stems = st.builds(Stem, width=st.integers(1, 64), kernel=st.sampled_from([1, 3, 5, 7]),
-                  stride=st.sampled_from([1, 2]), act=acts)
+                  stride=st.sampled_from([1, 2]), act=acts, resolution=st.sampled_from([0, 4, 20, 224]))
 conv_stages = st.builds(
     Stage, kind=st.sampled_from(["ds", "ir"]), repeats=st.integers(1, 4),
     kernel=st.sampled_from([3, 5, 7]), stride=st.sampled_from([1, 2]), width=st.integers(1, 512),
@@ -59,6 +59,8 @@ def test_token_order_does_not_change_the_arch_or_its_hash():
     ("stem_c16_k3_s2_relu-ds_r2_k3_s2_e4_c24_relu-head_c0_f0_relu_d0", "expansion"),
     ("stem_c16_k3_s2_relu-ir_r2_r3_k3_s2_e4_c24_relu-head_c0_f0_relu_d0", "twice"),
     ("stem_c16_k3_s2_relu-ir_r2.5_k3_s2_e4_c24_relu-head_c0_f0_relu_d0", "integer"),
+    ("stem_i2_c16_k3_s2_relu-ir_r2_k3_s2_e4_c24_relu-head_c0_f0_relu_d0", "input resolution"),
+    ("stem_c16_k3_s2_relu-ir_i20_r2_k3_s2_e4_c24_relu-head_c0_f0_relu_d0", "resolution does not apply to ir"),
     ("ir_r2_k3_s2_e4_c24_relu", "stem"),
     ("", "empty"),
 ])
@@ -88,3 +90,12 @@ def test_reference_lookup():
     assert reference("mobilenet_v2").depth == 17
     with pytest.raises(KeyError, match="mobilenet_v2"):
         reference("resnet")
+
+
+def test_an_input_resolution_is_written_only_when_set_so_older_genomes_keep_their_text_and_hash():
+    text = "stem_c16_k3_s1_relu-ds_r1_k3_s2_c24_relu-head_c0_f0_relu_d0"
+    arch = Arch.decode(text)
+    assert arch.stem.resolution == 0 and arch.encode() == text and arch.sees((1, 28, 28)) == (1, 28, 28)
+    resized = Arch.decode("stem_i20_c16_k3_s1_relu-ds_r1_k3_s2_c24_relu-head_c0_f0_relu_d0")
+    assert resized.stem.resolution == 20 and resized.sees((3, 28, 28)) == (3, 20, 20)
+    assert resized.canonical_hash() != arch.canonical_hash()  # another network: it sees another image

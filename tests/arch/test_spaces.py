@@ -125,6 +125,64 @@ def test_extremes_bound_the_costs():
         assert low_macs <= macs <= high_macs
 
 
+RESOLUTION_SPACE = ("name: res\nresolution: [16, 20, 28]\n"
+                    "stem: {width: [8, 16], kernel: 3, stride: [1, 2], act: relu}\n"
+                    "stages:\n  - {kind: ds, depth: 1, width: 16, kernel: 3, stride: [1, 2], act: relu}\n"
+                    "  - {kind: ir, depth: 1, width: 24, kernel: 3, expansion: 4, stride: [1, 2], act: relu}\n"
+                    "head: {width: 0, hidden: 0, act: relu, dropout: 0.0}\n")
+
+
+def test_resolution_is_a_choice_the_network_carries_counted_built_and_replayed(tmp_path):
+    from dataclasses import replace
+
+    from eas.arch.counting import arch_cost
+    from eas.arch.genome import Arch
+
+    path = tmp_path / "res.yaml"
+    path.write_text(RESOLUTION_SPACE)
+    space = load_space(path, (1, 28, 28))
+    assert list(space.parameters())[0] == "resolution" and space.parameters()["resolution"] == [16, 20, 28]
+    fixed = {"stem.width": 8, "stem.stride": 2, "stage1.stride": 2, "stage2.stride": 2}
+    native = space.arch_from_params({**fixed, "resolution": 28})
+    assert native.stem.resolution == 0  # the data's own size: no resize, the same genome as before
+    small = space.arch_from_params({**fixed, "resolution": 16})
+    assert small.stem.resolution == 16 and "stem_i16_" in small.encode()
+    # 28 px allows 3 stride-2 steps to a 3-px map, 16 px only 2: the latest open one gives way
+    assert [native.stem.stride, *(s.stride for s in native.stages)] == [2, 2, 2]
+    assert [small.stem.stride, *(s.stride for s in small.stages)] == [2, 2, 1]
+    model = build(small, (1, 28, 28), 10)
+    assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)  # takes the data's images, resizes them itself
+    counted = arch_cost(small, (1, 28, 28), 10)
+    unresized = Arch(replace(small.stem, resolution=0), small.stages, small.head)
+    assert counted.macs == profile(model, (1, 28, 28)).macs == arch_cost(unresized, (1, 16, 16), 10).macs
+    assert space.params_of(small)["resolution"] == 16 and space.arch_from_params(space.params_of(small)) == small
+    for arch in sample_archs(space, 20):
+        assert space.arch_from_params(space.params_of(arch)) == arch
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("resolution: [0, 20]", "not a size in pixels"),
+    ("resolution: [-20]", "not a size in pixels"),
+    ("resolution: [20, 24, 20]", "20 is listed twice"),
+    ("resolution: [twenty]", "not a size in pixels"),
+    ("resolution: []", "empty choice list"),
+])
+def test_resolution_lists_that_are_refused_when_the_space_is_read(tmp_path, line, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(RESOLUTION_SPACE.replace("resolution: [16, 20, 28]", line))
+    with pytest.raises(SpaceError, match="resolution") as refused:
+        load_space(str(path))
+    assert fragment in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_resolution_over_four_times_the_datas_size_is_refused_for_that_data(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(RESOLUTION_SPACE.replace("[16, 20, 28]", "[28, 120]"))
+    assert load_space(str(path), (3, 32, 32)).resolution == 32  # 120 <= 4 x 32
+    with pytest.raises(SpaceError, match="resolution 120 is over 4x the data's 28 px"):
+        load_space(str(path), (1, 28, 28))
+
+
 def test_unknown_space_lists_the_available_ones():
     with pytest.raises(SpaceError, match="mobile.*tiny"):
         load_space("nope")

@@ -38,6 +38,22 @@ def test_every_subnetwork_runs_on_slices_of_the_shared_tensors(space, shape):
         assert {k: v.shape for k, v in extracted.state_dict().items()} == {k: v.shape for k, v in tensors.items()}
 
 
+def test_resolution_is_elastic_every_subnetwork_resizes_its_input_and_shares_the_same_tensors(tmp_path):
+    from eas.arch.space import SPACES_DIR
+
+    path = tmp_path / "tiny-res.yaml"
+    path.write_text("resolution: [16, 20, 28]\n" + (SPACES_DIR / "tiny.yaml").read_text())
+    torch.manual_seed(0)
+    supernet = Supernet(load_space(path), (1, 28, 28), 10).eval()
+    x = torch.randn(3, 1, 28, 28)
+    archs = _random_archs(supernet, 8)
+    assert {a.stem.resolution for a in archs} >= {0, 16}  # the largest at 28 px (no resize), the smallest at 16
+    for arch in archs:
+        extracted = supernet.extract(arch).eval()
+        assert torch.allclose(functional_call(supernet.skeleton(arch).eval(), supernet.tensors_for(arch), (x,)),
+                              extracted(x), atol=1e-5)
+
+
 def test_slices_are_leading_channels_and_kernel_centres():
     supernet = Supernet(load_space("mobile"), (1, 28, 28), 10)
     shared = dict(supernet.named_parameters())

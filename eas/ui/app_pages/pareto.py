@@ -17,6 +17,7 @@ from eas.reports.summary import (
     deploy_rows,
     fidelity_text,
     memory_columns,
+    native_resolution,
     pareto_headers,
     pareto_rows,
     predictor_lines,
@@ -77,8 +78,9 @@ st.subheader(f"Pareto set within the limits: {len(front)} trials")
 supernet_line = [f"accuracy: {fidelity_text(study.settings)}"] if study.settings.get("supernet") else []
 for line in [*supernet_line, *runtime_lines(front), *predictor_lines(study.settings, study.records)]:
     st.caption(markdown_text(line))
-columns = memory_columns(objectives, study.settings.get("constraints"))
-st.dataframe([dict(zip(pareto_headers(columns), row, strict=True)) for row in pareto_rows(front, suggested, columns)],
+columns = memory_columns(objectives, study.settings.get("constraints"), study.settings)
+st.dataframe([dict(zip(pareto_headers(columns), row, strict=True))
+              for row in pareto_rows(front, suggested, columns, native_resolution(study.settings))],
              hide_index=True, width="stretch", key="front_table")
 if latest is not None and latest.get("deploy"):  # eas verify --deploy: every verified member marked
     st.subheader("Deployable")
