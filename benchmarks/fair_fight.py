@@ -73,28 +73,34 @@ def run(unit: units.Unit) -> tuple[dict, object]:
 
 
 def search(unit: units.Unit) -> tuple[dict, object]:
+    settings = unit.settings
+    baselines = [arg for family in FAMILIES
+                 for arg in ("--baselines", f"{family}@{','.join(map(str, settings['alphas']))}")]
+    return searched(settings, ["--max-macs", settings["max_macs"], *baselines])
+
+
+def searched(settings: dict, options: list[str]) -> tuple[dict, object]:
+    """`eas search` with the settings' budget, fidelity and seed and these `options` (limits,
+    objectives, baselines): its Pareto set, time to beat its baselines, and every trial."""
     from eas.reports.front import pareto_front
     from eas.reports.time_to_beat import time_to_beat
     from eas.study.reader import load_study
 
-    settings = unit.settings
     with tempfile.TemporaryDirectory() as folder:
         url, name = f"sqlite:///{folder}/fight.db", f"fight-seed{settings['seed']}"
         command = [sys.executable, "-m", "eas", "search", "--space", settings["space"], "--data", settings["data"],
                    "--cpu-budget", f"{settings['search_cpu_seconds']}s", "--seed", str(settings["seed"]),
                    "--study", name, "--storage", url, "--quiet", "--threads", str(settings["threads"]),
-                   "--trial-timeout", "24h", "--max-macs", settings["max_macs"],
-                   "--epochs", str(settings["search_epochs"]), "--subset", str(settings["search_subset"]),
-                   *(arg for family in FAMILIES
-                     for arg in ("--baselines", f"{family}@{','.join(map(str, settings['alphas']))}"))]
+                   "--trial-timeout", "24h", "--epochs", str(settings["search_epochs"]),
+                   "--subset", str(settings["search_subset"]), *options]
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "EAS_STUDIES_DIR": folder})
         if done.returncode != 0:
             raise SystemExit(f"eas search failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
         study = load_study(url, name)
     front = sorted(pareto_front(study.records, study.objectives), key=lambda r: -r.value("accuracy"))
     trials = [{"number": r.number, "state": r.state, "genome": r.genome,
-               "metrics": {k: r.metrics.get(k) for k in ("accuracy", "macs", "params", "latency_ms",
-                                                         "inference_energy_j_per_1k", "status")}}
+               "metrics": {k: r.metrics.get(k) for k in ("accuracy", "macs", "params", "latency_ms", "sram_bytes",
+                                                         "flash_bytes", "inference_energy_j_per_1k", "status")}}
               for r in study.records]
     figures = {"objectives": list(study.objectives), "reference": study.reference, "trials": len(study.records),
                "front": [{"trial": r.number, "genome": r.genome, "search_accuracy": r.value("accuracy"),

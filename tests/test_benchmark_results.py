@@ -268,3 +268,40 @@ def test_resolution_fidelity_ranks_each_resolution_against_28_px_from_the_stored
     assert "3 of 5 units done" in text
     damaged = {"settings": benchmark.unit("res20-seed0").settings, "figures": {"accuracies": [1.5], "cpu_seconds": 1}}
     assert resolution_fidelity.check(damaged)
+
+
+def test_the_microcontroller_fight_scales_both_families_to_the_limits_and_compares_in_memory():
+    import microcontroller_fight as mcu
+
+    from eas.data.datasets import load_dataset
+    from eas.nas.candidate import counted_metrics
+
+    task = load_dataset("fashion-mnist", seed=0)
+    found = mcu.fitting(mcu.CONFIG, task)
+    labels = [label for label, _ in found]
+    # the 1280- and 1024-wide last layers leave only the 0.1 widths under 256 kB of flash, and 28 px
+    # needs over 64 kB of SRAM; 0.15 of MobileNetV3-Small rounds to 0.1's network and is left out
+    assert {label.partition(" ")[0] for label in labels} == {"mobilenet_v2@0.1", "mobilenet_v3_small@0.1"}
+    assert "mobilenet_v3_small@0.1 at 12 px" in labels and not any(label.endswith("28 px") for label in labels)
+    grid = [mcu.scaled_arch(f, a, r, 28) for f in mcu.CONFIG["families"] for a in mcu.CONFIG["alphas"]
+            for r in mcu.CONFIG["resolutions"]]
+    fitting = [a for a in grid if counted_metrics(a, task)["sram_bytes"] <= 64_000
+               and counted_metrics(a, task)["flash_bytes"] <= 256_000]
+    assert [arch for _, arch in found] == list(dict.fromkeys(fitting))  # every fitting network, once
+    assert all(arch.stem.resolution in (12, 16, 20, 24) for _, arch in found)
+
+    def model(label, accuracy, genome):
+        return {"label": label, "genome": genome, "verified_accuracy": accuracy, "verified_interval":
+                [accuracy - 0.01, accuracy + 0.01], "seed_spread": 0.0, "seeds": 2}
+
+    costs = {"g-front": {"macs": 2e6, "params": 5e4, "latency_ms": 0.2, "sram_bytes": 30_000, "flash_bytes": 90_000},
+             "g-v2": {"macs": 3e6, "params": 2e5, "latency_ms": 0.3, "sram_bytes": 60_000, "flash_bytes": 210_000}}
+    done = {"search-seed0": {"figures": {"objectives": ["accuracy", "sram", "flash"],
+                                         "reference": {"sram": 65536.0, "flash": 262144.0}}},
+            "front-seed0": {"figures": {"models": [{**model("trial 3", 0.85, "g-front"), "trial": 3}]}},
+            "scaled": {"figures": {"models": [model("mobilenet_v2@0.1 at 20 px", 0.80, "g-v2")]}},
+            "timing": {"figures": {"costs": costs}}}
+    compared = mcu.comparison(done, 0)
+    assert set(compared["hypervolume"]["families"]) == {"mobilenet_v2"}
+    assert compared["summary"]["hypervolume_ratio"] > 1  # more accurate in less SRAM and flash
+    assert mcu.comparison({k: v for k, v in done.items() if k != "scaled"}, 0) is None
