@@ -133,8 +133,8 @@ def table(results=units.RESULTS) -> str:
              f"counted) for {c['search_cpu_seconds']:,} CPU seconds per seed; the top {c['top']} of each front and "
              f"{' / '.join(c['families'])} at every width ({', '.join(map(str, c['alphas']))}) and resolution "
              f"({', '.join(map(str, c['resolutions']))} px) that fits both limits, trained "
-             f"{c['train_epochs']:g} epochs x {c['train_subset']:,} images, augment {c['augment']}, label smoothing {c['label_smoothing']}, seeds "
-             f"{c['train_seeds']}; timed together in ONNX Runtime, 1 thread, batch 1. "
+             f"{c['train_epochs']:g} epochs x {c['train_subset']:,} images, augment {c['augment']}, label smoothing "
+             f"{c['label_smoothing']}, seeds {c['train_seeds']}; timed together in ONNX Runtime, 1 thread, batch 1. "
              f"**{len(done)} of {len(benchmark().units)} units done.**", ""]
     costs = done["timing"]["figures"]["costs"] if "timing" in done else {}
     rows = []
