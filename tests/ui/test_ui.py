@@ -232,6 +232,29 @@ def test_hostile_trials_render_as_text_on_every_page(tmp_path, monkeypatch):
     assert "track\\.png" in captions and "![i](" not in captions and "\\!\\[i\\]" in captions
 
 
+def test_the_progress_page_says_how_long_the_search_took_to_beat_its_baselines_as_eas_show_does(tmp_path,
+                                                                                                   monkeypatch):
+    from eas.study import schema
+    from tests.study_factory import make_study
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    study = make_study(url, "b", trials=6)
+    finished = min(t.datetime_start for t in study.trials).timestamp()
+    for name, accuracy in (("mobilenet_v2@0.35", 0.05), ("mobilenet_v2@0.35:adapted", 0.999)):
+        study.set_user_attr(schema.BASELINE + name, {"metrics": {"status": "ok", "accuracy": accuracy, "macs": 10**9},
+                                                     "started": finished - 60, "finished": finished})
+    monkeypatch.setenv("EAS_UI_STORAGE", url)
+    test = AppTest.from_file(APP, default_timeout=120)
+    test.run()
+    test.switch_page("app_pages/progress.py").run()
+    no_exception(test)
+    shown = [c.value for c in test.code if "time to beat" in c.value]
+    assert len(shown) == 1 and "mobilenet_v2@0.35:adapted, 99.90%" in shown[0] and "not yet" in shown[0]
+    printed = run_eas("show", "b", "--storage", url)
+    assert printed.returncode == 0, printed.stderr
+    assert shown[0] in printed.stdout  # the same lines as the command line
+
+
 def test_a_trial_tied_within_its_interval_is_called_tied_not_dominated(tmp_path):
     from eas.arch.counting import arch_cost
     from eas.arch.genome import Arch
