@@ -74,21 +74,26 @@ def assert_user_error(result, *fragments: str) -> None:
 @pytest.fixture(scope="session")
 def small_study(tmp_path_factory):
     """A real study made by the CLI: tiny space on digits, 6 random trials under a MACs limit
-    (so some are infeasible). Returns (root folder, env with EAS_STUDIES_DIR)."""
-    root = tmp_path_factory.mktemp("small-study")
-    env = {"EAS_STUDIES_DIR": str(root / "studies")}
-    result = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "2", "--trials", "6",
-                     "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", "--rungs", "1",
-                     env=env, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return root, env
+    (so some are infeasible), made once for all test processes. Returns (root folder, env with
+    EAS_STUDIES_DIR). Tests read it; `eas verify` may add its results (other tests allow for that)."""
+    def search(root: Path) -> None:
+        result = run_eas("search", "--space", "tiny", "--data", "digits", "--epochs", "2", "--trials", "6",
+                         "--study", "s", "--quiet", "--max-macs", "700k", "--sampler", "random", "--rungs", "1",
+                         env={"EAS_STUDIES_DIR": str(root / "studies")}, cwd=root)
+        assert result.returncode == 0, result.stderr
+
+    root = built_once(tmp_path_factory, "small-study", search)
+    return root, {"EAS_STUDIES_DIR": str(root / "studies")}
 
 
 @pytest.fixture(scope="session")
 def knee_export(small_study, tmp_path_factory):
-    """The knee of the shared study, exported by the CLI; copy it before changing it."""
+    """The knee of the shared study, exported by the CLI once for all test processes; copy it
+    before changing it."""
     root, env = small_study
-    folder = tmp_path_factory.mktemp("knee-export") / "knee"
-    result = run_eas("export", "s", "--pick", "knee", "--out", str(folder), env=env, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return folder
+
+    def export(folder: Path) -> None:
+        result = run_eas("export", "s", "--pick", "knee", "--out", str(folder / "knee"), env=env, cwd=root)
+        assert result.returncode == 0, result.stderr
+
+    return built_once(tmp_path_factory, "knee-export", export) / "knee"
