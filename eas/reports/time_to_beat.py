@@ -6,7 +6,8 @@ within the limits) more accurate than it at no more deployed latency (in the stu
 at no more MACs where the baseline's latency was not measured. The time counted is the search's:
 from its first trial's start while any trial ran, so the baselines' own training is not in it, and
 neither is a pause between two runs of a resumed study (a gap of over a minute with no trial
-running; the sampler's seconds between trials are part of the search).
+running; the sampler's seconds between trials are part of the search). Beside it, the CPU time
+the trials' evaluations took by then: the figure a busy machine does not inflate.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Beating:
     trial: int | None  # the first searched network that beat it
     seconds: float  # search time until that trial finished, or so far
     trials: int  # trials finished by then, or so far
+    cpu_seconds: float = 0.0  # the CPU time their evaluations took: what a busy machine does not inflate
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
@@ -73,10 +75,12 @@ def time_to_beat(records: list[TrialRecord], baselines: dict[str, BaselineRecord
         first = next((r for r in searched if ok and r.metrics["accuracy"] > b.metrics["accuracy"]
                       and _number(r.metrics.get(cost)) and r.metrics[cost] <= limit), None)
         when = first.finished if first is not None else until
+        by_then = [r for r in finished if r.finished <= when]
+        cpu = sum(r.metrics["evaluate_cpu_seconds"] for r in by_then if _number(r.metrics.get("evaluate_cpu_seconds")))
         found.append(Beating(b.name, str(b.metrics.get("status") or "unknown"),
                              float(b.metrics["accuracy"]) if ok else math.nan, cost, float(limit),
                              first.number if first is not None else None, search_seconds(records, when),
-                             sum(1 for r in finished if r.finished <= when)))
+                             len(by_then), cpu))
     return sorted(found, key=lambda f: (math.isnan(f.accuracy), -f.accuracy if not math.isnan(f.accuracy) else 0))
 
 
@@ -93,7 +97,8 @@ def _trials(n: int) -> str:
 
 
 def _when_text(beating: Beating) -> str:
-    return f"{format_duration(beating.seconds)} of search, {_trials(beating.trials)}"
+    cpu = f" ({format_duration(beating.cpu_seconds)} CPU)" if beating.cpu_seconds else ""
+    return f"{format_duration(beating.seconds)} of search{cpu}, {_trials(beating.trials)}"
 
 
 def baseline_text(metrics: dict) -> str:

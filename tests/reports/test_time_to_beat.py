@@ -11,8 +11,8 @@ from eas.study.records import BaselineRecord, TrialRecord, baseline_records
 
 
 def trial(number, started, finished, accuracy=0.5, latency=1.0, macs=1e6, state="complete"):
-    return TrialRecord(number, state, f"g{number}", {"accuracy": accuracy, "latency_ms": latency, "macs": macs},
-                       started=started, finished=finished)
+    return TrialRecord(number, state, f"g{number}", {"accuracy": accuracy, "latency_ms": latency, "macs": macs,
+                                                     "evaluate_cpu_seconds": 2.0}, started=started, finished=finished)
 
 
 def baseline(name, accuracy, latency=2.0, macs=2e6, status="ok"):
@@ -39,7 +39,7 @@ def test_a_baseline_is_beaten_by_the_first_finished_network_more_accurate_at_no_
     ]
     [found] = time_to_beat(records, {"b": baseline("b", 0.80, latency=2.0)})
     assert (found.trial, found.cost, found.trials) == (3, "latency_ms", 5)  # trials 0-4 had finished by 50
-    assert found.seconds == pytest.approx(50)
+    assert found.seconds == pytest.approx(50) and found.cpu_seconds == pytest.approx(5 * 2.0)
 
 
 def test_without_a_measured_latency_the_cost_compared_is_macs():
@@ -57,7 +57,8 @@ def test_the_most_accurate_baseline_leads_failed_ones_trail_and_not_yet_counts_u
     assert high.trial is None and high.seconds == pytest.approx(10) and high.trials == 1
     assert low.trial == 0 and cut.trial is None and math.isnan(cut.accuracy)
     text = "\n".join(time_to_beat_lines(found, "onnxruntime, 1 thread"))
-    assert "time to beat the best baseline (high, 90.00% at 2 ms): not yet, after 0m10s of search, 1 trial" in text
+    assert "time to beat the best baseline (high, 90.00% at 2 ms): not yet, after 0m10s of search (0m02s CPU), " \
+           "1 trial" in text
     assert "cut" in text and "trial 0" in text
 
 
