@@ -132,6 +132,7 @@ def time_to_beat_lines(beatings: list[Beating], runtime: str) -> list[str]:
     if best.status == "ok":
         head = f"{best.baseline}, {best.accuracy:.2%} at {_cost_text(best)}"
         lines.append(f"time to beat the best baseline ({head}): "
-                     + (f"{format_duration(best.seconds)} (trial {best.trial}, after {_trials(best.trials)})"
+                     + (f"{format_duration(best.seconds)} ({format_duration(best.cpu_seconds)} CPU; trial "
+                        f"{best.trial}, after {_trials(best.trials)})"
                         if best.trial is not None else f"not yet, after {_when_text(best)}"))
     return lines
