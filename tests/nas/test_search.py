@@ -110,13 +110,13 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_counted_limits_refuse_proposals_before_they_become_trials(tmp_path):
-    result = run_eas("search", *FAST, "--trials", "12", "--study", "small", "--max-macs", "400k", "--json",
+    result = run_eas("search", *FAST, "--trials", "6", "--study", "small", "--max-macs", "400k", "--json",
                      "--sampler", "random", env=env_for(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["refused_proposals"]["over max_macs"] > 0
     study = load(tmp_path, "small")
     feasible = [t for t in study.trials if t.user_attrs.get("status") == "ok"]
-    assert len(feasible) == len(study.trials) == 12  # nothing over the limit reached the sampler's history
+    assert len(feasible) == len(study.trials) == 6  # nothing over the limit reached the sampler's history
     for trial in feasible:
         assert trial.constraints["max_macs"] <= 0 and trial.user_attrs["metrics"]["macs"] <= 400_000
     assert all(t.number in {b.number for b in feasible} for t in study.best_trials)

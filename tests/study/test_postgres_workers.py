@@ -104,8 +104,9 @@ def test_kill_9_of_a_worker_mid_trial_fails_and_retries_its_trial(postgres, stud
 
 
 def test_multi_fidelity_kill_9_mid_rung_continues_from_the_last_rung_on_another_worker(postgres, study_name):
+    # --queue: the study is made and its one trial left to the workers (no trial of 30 epochs run here)
     result = run_eas("search", "--space", "tiny", "--data", "digits", "--study", study_name, "--storage", postgres,
-                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--epochs", "30")
+                     "--trials", "1", "--heartbeat", "1", "--quiet", "--no-warm-start", "--epochs", "30", "--queue")
     assert result.returncode == 0, result.stderr
     victim = worker(study_name, postgres, "--budget", "3m", "--seed", "1")
     storage = optuna.storages.RDBStorage(postgres)
