@@ -278,8 +278,9 @@ def _time_to_beat_lines(done: dict) -> list[str]:
             rows.append([str(seed), b["baseline"], f"{b['accuracy']:.2%}" if b["accuracy"] is not None else b["status"],
                          f"{b['cost_value']:.3g} ms" if b["cost"] == "latency_ms" and b["cost_value"] else "-",
                          f"trial {b['trial']}" if beaten else "not beaten",
-                         f"{format_duration(b['seconds'])} ({format_duration(b.get('cpu_seconds') or 0)} CPU), "
-                         f"{b['trials']} trials" if beaten else
+                         f"{format_duration(b['seconds'])}"
+                         + (f" ({format_duration(b['cpu_seconds'])} CPU)" if b.get("cpu_seconds") else "")
+                         + f", {b['trials']} trials" if beaten else
                          f"in {format_duration(b['seconds'])}, {b['trials']} trials"])
     if not rows:
         return []
