@@ -84,8 +84,7 @@ def show_command(
                    "params": reader.params(record), "metrics": record.metrics, "attributes": record.attrs,
                    "descendants": descendants(study, record.number, exports)})
         return
-    running = any(r.state == "running" for r in records)  # not beaten yet: counted until now
-    beatings = time_to_beat(records, found.baselines, now=time.time() if running else None)
+    beatings = time_to_beat(records, found.baselines)
     if as_json:
         spent = footprint(records, objectives, reference)
         emit_json({"study": study, "settings": settings, **front_document(records, objectives, reference),

@@ -13,6 +13,7 @@ the trials' evaluations took by then: the figure a busy machine does not inflate
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from eas.study.records import BaselineRecord, TrialRecord
@@ -63,8 +64,10 @@ def time_to_beat(records: list[TrialRecord], baselines: dict[str, BaselineRecord
                  now: float | None = None) -> list[Beating]:
     """Each baseline and the searched network that beat it first, the most accurate baseline first
     (those without an accuracy last). `now` ends the search time of baselines not beaten yet
-    (default: the last trial's finish)."""
+    (default: the clock while a trial runs, else the last trial's finish)."""
     finished = sorted((r for r in records if r.finished is not None), key=lambda r: r.finished)
+    if now is None and any(r.state == "running" for r in records):
+        now = time.time()
     until = now if now is not None else (finished[-1].finished if finished else 0.0)
     searched = [r for r in finished if r.state == "complete" and _number(r.metrics.get("accuracy"))]
     found = []
