@@ -154,6 +154,10 @@ def arch_cost(arch: Arch, input_shape: tuple[int, int, int], num_classes: int) -
     """Parameters, MACs and inference memory of `arch` at batch 1, counted without torch."""
     count = _Counter()
     channels, height, width = arch.sees(input_shape)  # a resize first costs no MACs (as profile counts it)
+    if (height, width) != tuple(input_shape[1:]):
+        # ...but time: the latency predictor prices the values it reads and writes (eas.measure.predictor)
+        count.operators.update({"resize_values": channels * (input_shape[1] * input_shape[2] + height * width),
+                                "resize_count": 1})
     size = count.conv_bn_act(channels, arch.stem.width, arch.stem.kernel, arch.stem.stride, (height, width),
                              act=arch.stem.act)
     channels = arch.stem.width

@@ -203,3 +203,30 @@ def test_a_prediction_out_of_range_is_measured_instead(tmp_path):
     candidate.predict_latency()
     assert candidate.metrics["latency_source"] == "measured" and 0 < candidate.metrics["latency_ms"] < 1e3
     assert "measured instead" in candidate.metrics["latency_note"]
+
+
+def test_a_space_that_chooses_resolution_gets_its_resize_priced(tmp_path):
+    """The Resize a network starts with is a feature of its own: a device where it is dear is
+    predicted as well as one where it is free (without the feature the fit could not tell)."""
+    import yaml
+
+    from eas.arch.space import space_from_definition
+
+    definition = {**load_space("mobile").definition, "name": "mobile-res", "resolution": [16, 20, 28]}
+    space = space_from_definition(yaml.safe_load(yaml.safe_dump(definition))).for_task(SHAPE)
+    sample = sample_architectures(space, 120, seed=3)
+    resized = [a for a in sample if a.stem.resolution]
+    assert resized and len(resized) < len(sample)  # both kinds in the sample
+    tally = features(resized[0], SHAPE, 10)
+    r = resized[0].stem.resolution
+    assert tally["resize_count"] == 1 and tally["resize_values"] == 28 * 28 + r * r
+    assert "resize_count" not in features(next(a for a in sample if not a.stem.resolution), SHAPE, 10)
+
+    def dear_resize(arch) -> float:
+        return synthetic_latency(arch) + 1e-4 * features(arch, SHAPE, 10).get("resize_values", 0.0)
+
+    predictor = fit(sample, [dear_resize(a) for a in sample], SHAPE, 10, "mobile-res", {"threads": 1})
+    fresh = sample_architectures(space, 150, seed=4)[-20:]
+    assert any(a.stem.resolution for a in fresh)
+    for arch in fresh:
+        assert predictor.predict(arch) == pytest.approx(dear_resize(arch), rel=0.02)
