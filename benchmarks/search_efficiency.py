@@ -1,7 +1,8 @@
 """Search efficiency: does EAS's default search find a better front than plain Optuna with the
 same computing? Random search and Optuna's TPE, each training every candidate at the full
 fidelity, against EAS's default (TPE proposing into 3 rungs, proposals that respect counted
-limits), through the same evaluator, space, data and limit, 3 seeds each.
+limits), through the same evaluator, space, data and limit, 3 seeds each; and EAS's default with
+its lower rungs on smaller images (`--rung-resolution 0.7`, EcoNAS-style).
 
 Each method x seed is one unit (results/search_efficiency/<space>-<method>-seed<N>.json), run as
 `eas search --cpu-budget`: every method gets the same CPU seconds (1 thread), so a unit that ran
@@ -34,10 +35,13 @@ from pathlib import Path
 import numpy as np
 import units
 
-METHODS = {  # the flags that make each method; every one uses the same evaluator
-    "random": ["--sampler", "random", "--rungs", "1"],
+METHODS = {  # the flags that make each method, in the order a seed's units run; one evaluator for all
+    "eas": [],  # EAS's defaults: TPE proposing into 3 rungs, eta 3 (first: it sizes the budget)
     "tpe": ["--sampler", "tpe", "--rungs", "1"],
-    "eas": [],  # EAS's defaults: TPE proposing into 3 rungs, eta 3
+    "random": ["--sampler", "random", "--rungs", "1"],
+    # The same, its two lower rungs on 20-px images (0.7x of 28; the top rung at 28 px), as
+    # resolution_fidelity found them to rank like 28 px for 0.57x the CPU: what does it save?
+    "eas-lowres": ["--rung-resolution", "0.7"],
 }
 SEEDS = (0, 1, 2)
 SHARES = (0.25, 0.5, 0.75)  # of the CPU budget, for the anytime hypervolume
@@ -86,7 +90,7 @@ def units_of(config_name: str) -> list[units.Unit]:
     config = CONFIGS[config_name]
     found = [units.Unit(f"{config_name}-{method}-seed{seed}",
                         {**config, "kind": "search", "method": method, "seed": seed})
-             for seed in SEEDS for method in ("eas", "tpe", "random")]
+             for seed in SEEDS for method in METHODS]
     return [*found, units.Unit(f"{config_name}-calibration", {**config, "kind": "calibration"})]
 
 

@@ -171,9 +171,11 @@ class Network(nn.Module):
 
     def __init__(self, stem: dict, stages: list[dict], head: dict, in_channels: int, num_classes: int):
         super().__init__()
-        # The input resized to resolution x resolution first (bilinear, as deployed: the exported
-        # graph holds the Resize); 0 takes it as it comes. No module, so no weights change.
-        self.resolution = int(stem.get("resolution") or 0)
+        # The input resized to `size` (height, width) first (bilinear, as deployed: the exported
+        # graph holds the Resize); None takes it as it comes. No module, so no weight depends on
+        # it: a lower rung of a search may set another size (eas.nas.rungs) and train the same weights.
+        resolution = int(stem.get("resolution") or 0)
+        self.size: tuple[int, int] | None = (resolution, resolution) if resolution else None
         self.stem = ConvBNAct(in_channels, stem["width"], stem["kernel"], stem["stride"], act=stem["act"])
         blocks, channels = [], stem["width"]
         for stage in stages:
@@ -185,7 +187,6 @@ class Network(nn.Module):
                                    num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.resolution:
-            x = nn.functional.interpolate(x, size=(self.resolution, self.resolution), mode="bilinear",
-                                          align_corners=False)
+        if self.size is not None:
+            x = nn.functional.interpolate(x, size=self.size, mode="bilinear", align_corners=False)
         return self.head(self.blocks(self.stem(x)))

@@ -199,6 +199,10 @@ def search_command(
                                        "every candidate at the full fidelity.")] = 3,
     eta: Annotated[int, typer.Option("--eta", help="Each rung trains the best 1/eta of its results on, for "
                                      "eta times more steps.")] = 3,
+    rung_resolution: Annotated[float, typer.Option(
+        "--rung-resolution", help="Train and rank candidates at this fraction of their input size on the rungs "
+        "below the top (0.5..1; e.g. 0.7: 20 px for 28-px images, EcoNAS-style); the top rung continues the "
+        "same weights at full size.")] = 1.0,
     population: Annotated[int, typer.Option("--population", help="NSGA-II population size.", min=2,
                                             max=10_000)] = 16,
     seed: SeedOption = 0,
@@ -251,8 +255,8 @@ def search_command(
         space=space, budget=budget, trials=trials, cpu_budget=cpu_budget, data=data, resolution=resolution,
         strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, max_sram=max_sram,
-        max_flash=max_flash, sampler=sampler, rungs=rungs,
-        eta=eta, population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
+        max_flash=max_flash, sampler=sampler, rungs=rungs, eta=eta, rung_resolution=rung_resolution,
+        population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         target=target, meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,
         runtime_threads=runtime_threads, runtime_batch=runtime_batch, predictor=predictor, supernet=supernet,

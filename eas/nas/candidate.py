@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -32,6 +33,8 @@ from eas.training.recipe import Recipe
 from eas.training.step import evaluate_accuracy
 
 Z95 = 1.959964
+
+MIN_SIDE = 4  # pixels: the smallest input a genome may ask for (eas.arch.genome), so the smallest a rung trains at
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,21 @@ class Candidate:
         self.split["recalibration"] += result.recalibration_seconds
         self.trained.add(result, reading.joules)
         return result
+
+    @contextmanager
+    def resized(self, scale: float):
+        """Train and validate at `scale` times the input size the network takes (a lower rung
+        on smaller images): the network resizes its input itself, so the weights carry over."""
+        if scale == 1.0:
+            yield
+            return
+        _, height, width = self.arch.sees(self.task.input_shape)
+        kept = self.model.size
+        self.model.size = (max(MIN_SIDE, round(height * scale)), max(MIN_SIDE, round(width * scale)))
+        try:
+            yield
+        finally:
+            self.model.size = kept
 
     def validate(self, images: int | None = None) -> dict:
         """Accuracy with its 95% interval on the first `images` validation images (all when None)."""

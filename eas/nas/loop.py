@@ -329,13 +329,14 @@ class TrialRunner:
         first, rungs = self._resume_point(trial, candidate) if trial is not None else (0, [])
         ladder = self.ladder
         for rung in range(first, ladder.top + 1):
-            trained = candidate.train_segment(ladder.segment(rung, scale), segment=rung, deadline=deadline,
-                                              recalibration_images=ladder.recalibration_images(rung))
-            if trained.diverged:
-                return candidate.result("diverged", trained.diverged)
-            # A predicted latency is measured once the candidate has earned it: at the top rung.
-            broken = candidate.confirm_latency(self.constraints) if rung == ladder.top else None
-            validation = candidate.validate(ladder.val_images(rung))
+            with candidate.resized(ladder.scale(rung)):  # lower rungs on smaller images, when asked
+                trained = candidate.train_segment(ladder.segment(rung, scale), segment=rung, deadline=deadline,
+                                                  recalibration_images=ladder.recalibration_images(rung))
+                if trained.diverged:
+                    return candidate.result("diverged", trained.diverged)
+                # A predicted latency is measured once the candidate has earned it: at the top rung.
+                broken = candidate.confirm_latency(self.constraints) if rung == ladder.top else None
+                validation = candidate.validate(ladder.val_images(rung))
             if broken:
                 return candidate.result("infeasible", broken, validation=validation)
             if trial is None:  # a baseline, the search's yardstick: no rung stops it

@@ -190,7 +190,9 @@ def fidelity_lines(settings: dict, records) -> list[str]:
         return []
     counts = {c["rung"]: c for c in rung_counts(records)}
     agreement = {a["from_rung"]: a for a in rank_agreement(records)}
-    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}): "
+    scale = ladder.get("resolution")
+    smaller = f"; below the top at {scale:g}x the input size" if isinstance(scale, float) and scale < 1 else ""
+    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}{smaller}): "
              + ", ".join(f"rung {k} at {steps} steps: {counts.get(k, {}).get('finished', 0)} finished"
                          for k, steps in enumerate(ladder["steps"]))]
     for k in range(len(ladder["steps"]) - 1):

@@ -295,3 +295,39 @@ def test_a_microcontroller_search_says_first_which_choices_a_microcontroller_can
         eas.search(**{**FAST, "space": "hybrid"}, trials=1, study="h2", evaluator=by_width)  # not for a microcontroller
         eas.search(**mcu, trials=1, study="t", evaluator=by_width)  # tiny has no GELU
         assert not [r for r in caplog.records if "TensorFlow Lite Micro" in r.getMessage()]
+
+
+def test_lower_rungs_train_and_rank_on_smaller_images_and_the_top_rung_at_full_size(studies, monkeypatch):
+    """EcoNAS-style: with rung_resolution=0.5 every rung below the top trains and validates
+    digits' 8-px images at 4 px, the top rung the same weights at 8 px; a resume must ask the same."""
+    from eas.nas.candidate import Candidate
+    from eas.reports.summary import fidelity_lines
+
+    seen: list[tuple[str, int, object]] = []
+    train, validate = Candidate.train_segment, Candidate.validate
+
+    def training(self, steps, segment=0, **kwargs):
+        seen.append(("train", segment, self.model.size))
+        return train(self, steps, segment, **kwargs)
+
+    def validating(self, images=None):
+        seen.append(("validate", images, self.model.size))
+        return validate(self, images)
+
+    monkeypatch.setattr(Candidate, "train_segment", training)
+    monkeypatch.setattr(Candidate, "validate", validating)
+    result = eas.search(**FAST, trials=2, study="low", epochs=0.3, rungs=2, eta=2, rung_resolution=0.5)
+    trained = [(segment, size) for kind, segment, size in seen if kind == "train"]
+    assert (0, (4, 4)) in trained and (1, None) in trained  # the first candidate always reaches the top
+    assert all(size == ((4, 4) if segment == 0 else None) for segment, size in trained)
+    validated = [(images, size) for kind, images, size in seen if kind == "validate"]
+    assert all(size == ((4, 4) if images is not None else None) for images, size in validated)  # all: the top rung
+    study = load_study(result.storage, "low")
+    assert study.settings["multi_fidelity"]["resolution"] == 0.5
+    assert "below the top at 0.5x the input size" in fidelity_lines(study.settings, study.records)[0]
+    assert any(r.state == "complete" and r.value("accuracy") > 0.1 for r in result.records)
+    with pytest.raises(UserError, match="multi_fidelity"):
+        eas.search(**FAST, trials=1, study="low", epochs=0.3, rungs=2, eta=2)  # the same rungs at full size
+    for bad, match in ((0.3, "from 0.5 to 1"), ("0.7", "from 0.5 to 1"), (0.7, "--rungs 2 or more")):
+        with pytest.raises(UserError, match=match):
+            eas.search(**FAST, trials=1, study="bad", rungs=1 if bad == 0.7 else 2, rung_resolution=bad)

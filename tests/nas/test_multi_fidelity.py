@@ -358,3 +358,16 @@ def test_the_top_rung_of_a_complete_trial_is_not_shown_as_stopped():
     stopped = TrialRecord(number=2, state="stopped", genome="g", attrs={"rungs": rungs[:1] + [
         {**rungs[1], "position": 9}]})
     assert rung_rows(stopped)[-1]["decision"] == "stopped (rank 10 of 12)"
+
+
+def test_a_ladder_may_train_its_lower_rungs_on_smaller_images_and_stores_a_full_size_one_as_before():
+    ladder = Ladder.make(90, 3, 3, resolution=0.7)
+    assert [ladder.scale(k) for k in range(3)] == [0.7, 0.7, 1.0]
+    assert Ladder.from_dict(ladder.to_dict()) == ladder
+    assert Ladder.make(90, 3, 3).to_dict() == {"steps": [10, 30, 90], "eta": 3}  # older studies resume
+    assert Ladder.from_dict({"steps": [10, 30, 90], "eta": 3}).scale(0) == 1.0
+    for planted in (0.3, 1.5, float("nan"), "0.7", True, None):  # a shared study is input too
+        with pytest.raises(UserError, match="rung resolution must be"):
+            Ladder.from_dict({"steps": [10, 30, 90], "eta": 3, "resolution": planted})
+    with pytest.raises(UserError, match="--rungs 2 or more"):
+        Ladder.make(90, 1, 3, resolution=0.7)
