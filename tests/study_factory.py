@@ -19,17 +19,19 @@ from eas.study.storage import open_storage
 SHAPE, CLASSES = (1, 8, 8), 10
 
 
-def settings() -> SearchSettings:
+def settings(**changes) -> SearchSettings:
     space = load_space("tiny", SHAPE)
     return SearchSettings(space_name="tiny", space=space.definition, data="digits", objectives=DEFAULT_OBJECTIVES,
-                          constraints={}, fidelity={"epochs": 1.0}, input_shape=SHAPE, num_classes=CLASSES)
+                          constraints={}, fidelity={"epochs": 1.0}, input_shape=SHAPE, num_classes=CLASSES,
+                          **changes)
 
 
-def make_study(url: str, name: str = "s", trials: int = 10, seed: int = 0):
-    """An EAS study with `trials` complete trials; returns the Optuna study."""
+def make_study(url: str, name: str = "s", trials: int = 10, seed: int = 0, **changes):
+    """An EAS study with `trials` complete trials (settings `changes` from the defaults here);
+    returns the Optuna study."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(url)
-    study, _ = create_or_resume(storage, name, settings(), lambda: {"macs": 2e6, "params": 1e5, "energy": 1.0})
+    study, _ = create_or_resume(storage, name, settings(**changes), lambda: {"macs": 2e6, "params": 1e5, "energy": 1.0})
     add_trials(study, trials, seed)
     return study
 

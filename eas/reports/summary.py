@@ -183,6 +183,12 @@ def split_text(split: dict[str, float]) -> str:
                      sorted(split.items(), key=lambda item: -item[1]) if seconds / total >= 0.005)
 
 
+def smaller_rungs_text(ladder: dict) -> str | None:
+    """What a ladder that trains its lower rungs on smaller images says of it (None: full size)."""
+    scale = ladder.get("resolution")
+    return f"below the top at {scale:g}x the input size" if isinstance(scale, float) and scale < 1 else None
+
+
 def fidelity_lines(settings: dict, records) -> list[str]:
     """The rungs of a multi-fidelity study, how many reached each, and how well each ranks."""
     ladder = settings.get("multi_fidelity") or {}
@@ -190,9 +196,8 @@ def fidelity_lines(settings: dict, records) -> list[str]:
         return []
     counts = {c["rung"]: c for c in rung_counts(records)}
     agreement = {a["from_rung"]: a for a in rank_agreement(records)}
-    scale = ladder.get("resolution")
-    smaller = f"; below the top at {scale:g}x the input size" if isinstance(scale, float) and scale < 1 else ""
-    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}{smaller}): "
+    smaller = smaller_rungs_text(ladder)
+    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}{'; ' + smaller if smaller else ''}): "
              + ", ".join(f"rung {k} at {steps} steps: {counts.get(k, {}).get('finished', 0)} finished"
                          for k, steps in enumerate(ladder["steps"]))]
     for k in range(len(ladder["steps"]) - 1):

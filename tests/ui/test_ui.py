@@ -255,6 +255,21 @@ def test_the_progress_page_says_how_long_the_search_took_to_beat_its_baselines_a
     assert shown[0] in printed.stdout  # the same lines as the command line
 
 
+def test_the_progress_page_and_eas_show_say_the_lower_rungs_trained_on_smaller_images(tmp_path, monkeypatch):
+    from tests.study_factory import make_study
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    make_study(url, "r", trials=3, multi_fidelity={"steps": [3, 9, 27], "eta": 3, "resolution": 0.7})
+    monkeypatch.setenv("EAS_UI_STORAGE", url)
+    test = AppTest.from_file(APP, default_timeout=120)
+    test.run()
+    test.switch_page("app_pages/progress.py").run()
+    no_exception(test)
+    assert any("below the top at 0.7x the input size" in c.value for c in test.caption)
+    printed = run_eas("show", "r", "--storage", url)
+    assert printed.returncode == 0 and "(eta 3; below the top at 0.7x the input size)" in printed.stdout
+
+
 def test_a_trial_tied_within_its_interval_is_called_tied_not_dominated(tmp_path):
     from eas.arch.counting import arch_cost
     from eas.arch.genome import Arch

@@ -3,7 +3,7 @@ import streamlit as st
 from eas.reports.explorer import markdown_text
 from eas.reports.figures import history_figure
 from eas.reports.front import footprint, rank_agreement, rung_counts, time_split_total
-from eas.reports.summary import baseline_lines, split_text
+from eas.reports.summary import baseline_lines, smaller_rungs_text, split_text
 from eas.reports.time_to_beat import runtime_words, time_to_beat, time_to_beat_lines
 from eas.ui.common import cached_history, selected_study
 from eas.units import format_duration
@@ -49,6 +49,9 @@ if study.settings.get("multi_fidelity"):
                    "Kendall tau with the next rung": tau_text(agreement.get(c["rung"], {}).get("kendall_tau")),
                    "over promoted trials": agreement.get(c["rung"], {}).get("trials")}
                   for c in rung_counts(study.records)], hide_index=True, width="stretch", key="rung_table")
+    smaller = smaller_rungs_text(study.settings["multi_fidelity"])
+    if smaller:
+        st.caption(f"Trained and ranked {smaller} (`--rung-resolution`); the top rung at full size.")
 if study.baselines:  # eas search --baselines: how long the search took to beat each one
     st.subheader("Time to beat the hand-designed networks")
     beatings = time_to_beat(study.records, study.baselines)
