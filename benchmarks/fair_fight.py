@@ -266,6 +266,10 @@ def table(results=units.RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trials(count: int) -> str:
+    return f"{count} trial" + ("" if count == 1 else "s")
+
+
 def _time_to_beat_lines(done: dict) -> list[str]:
     """Per seed: how long the search took to beat each baseline, at the search's own fidelity."""
     from eas.units import format_duration
@@ -280,8 +284,8 @@ def _time_to_beat_lines(done: dict) -> list[str]:
                          f"trial {b['trial']}" if beaten else "not beaten",
                          f"{format_duration(b['seconds'])}"
                          + (f" ({format_duration(b['cpu_seconds'])} CPU)" if b.get("cpu_seconds") else "")
-                         + f", {b['trials']} trials" if beaten else
-                         f"in {format_duration(b['seconds'])}, {b['trials']} trials"])
+                         + f", {_trials(b['trials'])}" if beaten else
+                         f"in {format_duration(b['seconds'])}, {_trials(b['trials'])}"])
     if not rows:
         return []
     return ["", "Time to beat each baseline at the search's own fidelity (trained in the study as its candidates "
