@@ -116,18 +116,34 @@ def _search_goal(finals: dict[str, list[float]]) -> str:
 
 def _smaller_rungs(searches: dict[str, dict]) -> list[str]:
     """EAS's default against itself with its lower rungs on smaller images, seed by seed (the
-    seeds differ more than the methods: see the spread above)."""
-    by = {(r["settings"]["method"], r["settings"]["seed"]): r["figures"] for r in searches.values()}
+    seeds differ more than the methods: see the spread above), saying when the two ran on
+    different processors (a CPU second is then not the same work)."""
+    by = {(r["settings"]["method"], r["settings"]["seed"]): r for r in searches.values()}
     pairs = [(seed, by[("eas", seed)], by[("eas-lowres", seed)]) for seed in search_efficiency.SEEDS
              if ("eas", seed) in by and ("eas-lowres", seed) in by]
     if not pairs:
         return ["", "Lower rungs on smaller images (`eas-lowres`, `--rung-resolution 0.7`): no seed measured for "
                 "both yet."]
-    said = "; ".join(f"seed {seed}: final HV {low['final_hypervolume'] / full['final_hypervolume']:.2f}x, "
-                     f"{low['full_fidelity_results']} vs {full['full_fidelity_results']} full-fidelity results, "
-                     f"{low['trials']} vs {full['trials']} trials" for seed, full, low in pairs)
-    return ["", f"Lower rungs on smaller images (`eas-lowres`, `--rung-resolution 0.7`) against EAS's default at "
-            f"the same seed and CPU: {said}."]
+
+    def cpu(result: dict, rung: int) -> float | None:
+        """The median CPU seconds of the unit's trials that stopped after `rung`."""
+        spent = [t["evaluate_cpu_seconds"] for t in result["raw"]["trials"] if t.get("state") == "stopped"
+                 and t.get("cached_from") is None and len(t.get("rungs") or []) == rung + 1
+                 and units.finite(t.get("evaluate_cpu_seconds"))]
+        return statistics.median(spent) if spent else None
+
+    def said(seed: int, full: dict, low: dict) -> str:
+        f, g = full["figures"], low["figures"]
+        cpus = [r["machine"].get("cpu") for r in (full, low)]
+        where = f" (eas on {cpus[0]}, eas-lowres on {cpus[1]})" if cpus[0] != cpus[1] else ""
+        stopped = "; ".join(f"stopped after rung {rung}: {cpu(low, rung) / cpu(full, rung):.2f}x"
+                            for rung in (0, 1) if cpu(low, rung) and cpu(full, rung))
+        return (f"seed {seed}: final HV {g['final_hypervolume'] / f['final_hypervolume']:.2f}x, "
+                f"{g['full_fidelity_results']} vs {f['full_fidelity_results']} full-fidelity results, "
+                f"{g['trials']} vs {f['trials']} trials, median CPU seconds of a trial {stopped}{where}")
+
+    return ["", "Lower rungs on smaller images (`eas-lowres`, `--rung-resolution 0.7`) against EAS's default at "
+            f"the same seed and CPU seconds: {'; '.join(said(*pair) for pair in pairs)}."]
 
 
 def _rung_agreement(searches: dict[str, dict]) -> list[str]:
