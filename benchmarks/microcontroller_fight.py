@@ -7,9 +7,10 @@ Units (results/microcontroller_fight/<unit>.json), each under an hour of one CPU
 - `search-seed<S>`: `eas search --objectives accuracy,sram,flash --max-sram 64kB --max-flash 256kB`
   for a fixed CPU budget (seed S); its Pareto set and every trial.
 - `front-seed<S>`: the `top` most accurate members of that set, retrained with the recipe.
-- `scaled`: each family at every width multiplier and input resolution of the grid that fits
-  both limits (counted as the search counts them; the network resizes its 28-px input itself,
-  the stem's `i`, with the strides adapted to the resolution), trained alike.
+- `scaled-<family>`: the family at every width multiplier and input resolution of the grid that
+  fits both limits (counted as the search counts them; the network resizes its 28-px input itself,
+  the stem's `i`, with the strides adapted to the resolution), trained alike; one unit a family,
+  so that each stays under an hour.
 - `timing`: every trained network's latency in ONNX Runtime (1 thread, batch 1), SRAM and flash,
   in one process.
 
@@ -42,9 +43,10 @@ def all_units() -> list[units.Unit]:
     def front(seed: int) -> units.Unit:
         return units.Unit(f"front-seed{seed}", {**CONFIG, "kind": "front", "seed": seed}, needs=(f"search-seed{seed}",))
 
-    scaled = units.Unit("scaled", {**CONFIG, "kind": "baselines"})
-    trained = [scaled, *(front(seed) for seed in SEARCH_SEEDS)]
-    return [search(0), front(0), scaled, search(1), front(1),
+    scaled = [units.Unit(f"scaled-{family}", {**CONFIG, "kind": "baselines", "family": family})
+              for family in CONFIG["families"]]
+    trained = [*scaled, *(front(seed) for seed in SEARCH_SEEDS)]
+    return [search(0), front(0), *scaled, search(1), front(1),
             units.Unit("timing", {**CONFIG, "kind": "timing"}, needs=tuple(u.name for u in trained))]
 
 
@@ -99,9 +101,11 @@ def train_scaled(unit: units.Unit) -> tuple[dict, object]:
     from eas.data.datasets import load_dataset
 
     task = load_dataset(unit.settings["data"], seed=0)
-    models = [(label, arch.encode()) for label, arch in fitting(unit.settings, task)]
+    family = unit.settings["family"]
+    models = [(label, arch.encode()) for label, arch in fitting(unit.settings, task)
+              if label.startswith(f"{family}@")]
     if not models:
-        raise SystemExit("no scaled family member fits the limits: widen the grid")
+        raise SystemExit(f"no scaled {family} fits the limits: widen the grid")
     return fair_fight._train(models, unit.settings)
 
 
@@ -111,13 +115,14 @@ def comparison(done: dict, seed: int) -> dict | None:
     """The seed's retrained front against the scaled families, in the search's objectives."""
     from eas.nas.baselines import compare
 
-    if any(name not in done for name in (f"search-seed{seed}", f"front-seed{seed}", "scaled", "timing")):
+    scaled = [f"scaled-{family}" for family in CONFIG["families"]]
+    if any(name not in done for name in (f"search-seed{seed}", f"front-seed{seed}", *scaled, "timing")):
         return None
     costs = done["timing"]["figures"]["costs"]
     search_figures = done[f"search-seed{seed}"]["figures"]
     members = [{**m, "costs": costs[m["genome"]]} for m in done[f"front-seed{seed}"]["figures"]["models"]]
     baselines = [{**m, "name": m["label"], "family": m["label"].partition("@")[0], "costs": costs[m["genome"]]}
-                 for m in done["scaled"]["figures"]["models"]]
+                 for name in scaled for m in done[name]["figures"]["models"]]
     return compare(members, baselines, tuple(search_figures["objectives"]), search_figures["reference"])
 
 

@@ -300,9 +300,12 @@ def test_the_microcontroller_fight_scales_both_families_to_the_limits_and_compar
     done = {"search-seed0": {"figures": {"objectives": ["accuracy", "sram", "flash"],
                                          "reference": {"sram": 65536.0, "flash": 262144.0}}},
             "front-seed0": {"figures": {"models": [{**model("trial 3", 0.85, "g-front"), "trial": 3}]}},
-            "scaled": {"figures": {"models": [model("mobilenet_v2@0.1 at 20 px", 0.80, "g-v2")]}},
+            "scaled-mobilenet_v2": {"figures": {"models": [model("mobilenet_v2@0.1 at 20 px", 0.80, "g-v2")]}},
+            "scaled-mobilenet_v3_small": {"figures": {"models": []}},
             "timing": {"figures": {"costs": costs}}}
     compared = mcu.comparison(done, 0)
     assert set(compared["hypervolume"]["families"]) == {"mobilenet_v2"}
     assert compared["summary"]["hypervolume_ratio"] > 1  # more accurate in less SRAM and flash
-    assert mcu.comparison({k: v for k, v in done.items() if k != "scaled"}, 0) is None
+    assert mcu.comparison({k: v for k, v in done.items() if k != "scaled-mobilenet_v3_small"}, 0) is None
+    assert [u.name for u in mcu.benchmark().units if u.settings["kind"] == "baselines"] == \
+        ["scaled-mobilenet_v2", "scaled-mobilenet_v3_small"]  # a unit a family: each under an hour
