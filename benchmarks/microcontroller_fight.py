@@ -34,6 +34,7 @@ CONFIG = {
     "resolutions": [12, 16, 20, 24, 28],
 }
 SEARCH_SEEDS = (0, 1)
+SCALED = [f"scaled-{family}" for family in CONFIG["families"]]  # one unit a family
 
 
 def all_units() -> list[units.Unit]:
@@ -43,8 +44,8 @@ def all_units() -> list[units.Unit]:
     def front(seed: int) -> units.Unit:
         return units.Unit(f"front-seed{seed}", {**CONFIG, "kind": "front", "seed": seed}, needs=(f"search-seed{seed}",))
 
-    scaled = [units.Unit(f"scaled-{family}", {**CONFIG, "kind": "baselines", "family": family})
-              for family in CONFIG["families"]]
+    scaled = [units.Unit(name, {**CONFIG, "kind": "baselines", "family": family})
+              for name, family in zip(SCALED, CONFIG["families"], strict=True)]
     trained = [*scaled, *(front(seed) for seed in SEARCH_SEEDS)]
     return [search(0), front(0), *scaled, search(1), front(1),
             units.Unit("timing", {**CONFIG, "kind": "timing"}, needs=tuple(u.name for u in trained))]
@@ -102,8 +103,7 @@ def train_scaled(unit: units.Unit) -> tuple[dict, object]:
 
     task = load_dataset(unit.settings["data"], seed=0)
     family = unit.settings["family"]
-    models = [(label, arch.encode()) for label, arch in fitting(unit.settings, task)
-              if label.startswith(f"{family}@")]
+    models = [(label, arch.encode()) for label, arch in fitting({**unit.settings, "families": [family]}, task)]
     if not models:
         raise SystemExit(f"no scaled {family} fits the limits: widen the grid")
     return fair_fight._train(models, unit.settings)
@@ -115,14 +115,13 @@ def comparison(done: dict, seed: int) -> dict | None:
     """The seed's retrained front against the scaled families, in the search's objectives."""
     from eas.nas.baselines import compare
 
-    scaled = [f"scaled-{family}" for family in CONFIG["families"]]
-    if any(name not in done for name in (f"search-seed{seed}", f"front-seed{seed}", *scaled, "timing")):
+    if any(name not in done for name in (f"search-seed{seed}", f"front-seed{seed}", *SCALED, "timing")):
         return None
     costs = done["timing"]["figures"]["costs"]
     search_figures = done[f"search-seed{seed}"]["figures"]
     members = [{**m, "costs": costs[m["genome"]]} for m in done[f"front-seed{seed}"]["figures"]["models"]]
     baselines = [{**m, "name": m["label"], "family": m["label"].partition("@")[0], "costs": costs[m["genome"]]}
-                 for name in scaled for m in done[name]["figures"]["models"]]
+                 for name in SCALED for m in done[name]["figures"]["models"]]
     return compare(members, baselines, tuple(search_figures["objectives"]), search_figures["reference"])
 
 
