@@ -57,6 +57,11 @@ class Unit:
     inputs: dict = field(default_factory=dict, compare=False)
 
 
+class Refused(Exception):
+    """A request no unit can answer (a unit that does not exist, or one whose inputs are not done):
+    `main` says it in one line and exits 2, like any bad input."""
+
+
 @dataclass
 class Benchmark:
     """A benchmark's units and how to run one. `run(unit)` returns (figures, raw); `check(result)`
@@ -77,7 +82,7 @@ class Benchmark:
     def unit(self, name: str) -> Unit:
         found = next((u for u in self.units if u.name == name), None)
         if found is None:
-            raise SystemExit(f"{self.name}: no unit {name!r} (units: {', '.join(u.name for u in self.units)})")
+            raise Refused(f"{self.name}: no unit {name!r} (units: {', '.join(u.name for u in self.units)})")
         return found
 
 
@@ -281,7 +286,7 @@ def run_unit(benchmark: Benchmark, unit: Unit, results: Path = RESULTS) -> Path:
         done, _ = load_results(benchmark, results)
         missing = [name for name in unit.needs if name not in done]
         if missing:
-            raise SystemExit(f"{benchmark.name}: unit {unit.name} needs {', '.join(missing)} done first")
+            raise Refused(f"{benchmark.name}: unit {unit.name} needs {', '.join(missing)} done first")
         unit = replace(unit, inputs={name: done[name] for name in unit.needs})
     print(f"{benchmark.name}: running unit {unit.name} ({json.dumps(unit.settings, sort_keys=True)[:300]})",
           flush=True)
@@ -309,6 +314,14 @@ def parse_args(benchmark_description: str, extra: Callable[[argparse.ArgumentPar
 def main(benchmark: Benchmark, args: argparse.Namespace) -> None:
     """--list (default), --next or --unit NAME."""
     limit_threads()
+    try:
+        run_requested(benchmark, args)
+    except Refused as refused:
+        print(refused, file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run_requested(benchmark: Benchmark, args: argparse.Namespace) -> None:
     if args.unit:
         run_unit(benchmark, benchmark.unit(args.unit), args.results)
     elif args.next:

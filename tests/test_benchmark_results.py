@@ -58,13 +58,23 @@ def test_a_unit_that_needs_others_waits_for_them_and_reads_their_results(tmp_pat
 
     benchmark = units.Benchmark("toy", 1, [units.Unit("sum", {"x": 0}, needs=("a",)), units.Unit("a", {"x": 1})],
                                 run)
-    with pytest.raises(SystemExit, match="unit sum needs a done first"):
+    with pytest.raises(units.Refused, match="unit sum needs a done first"):
         units.run_unit(benchmark, benchmark.unit("sum"), tmp_path)
     args = units.parse_args("", argv=["--next", "--results", str(tmp_path)])
     units.main(benchmark, args)  # "sum" is first but not ready: "a" runs
     assert (tmp_path / "toy" / "a.json").exists() and not (tmp_path / "toy" / "sum.json").exists()
     units.main(benchmark, args)
     assert json.loads((tmp_path / "toy" / "sum.json").read_text())["figures"] == {"value": 0.2}
+
+
+def test_a_unit_that_does_not_exist_or_is_not_ready_is_refused_in_one_line_with_exit_2(tmp_path, capsys):
+    benchmark = units.Benchmark("toy", 1, [units.Unit("sum", {"x": 0}, needs=("a",)), units.Unit("a", {"x": 1})],
+                                lambda unit: ({"value": 0.5}, None))
+    for name, reason in (("nope", "toy: no unit 'nope' (units: sum, a)"), ("sum", "toy: unit sum needs a done first")):
+        with pytest.raises(SystemExit) as stopped:
+            units.main(benchmark, units.parse_args("", argv=["--unit", name, "--results", str(tmp_path)]))
+        assert stopped.value.code == 2 and capsys.readouterr().err == reason + "\n"
+    assert not (tmp_path / "toy").exists() or not any((tmp_path / "toy").iterdir())
 
 
 def test_a_unit_that_stops_midway_leaves_no_result_file(tmp_path):
