@@ -139,6 +139,40 @@ def _busy_and_total() -> tuple[float, float] | None:
     return (sum(fields) - fields[3] - fields[4]) / ticks, sum(fields) / ticks
 
 
+PROBE = "conv-net, 24 SGD steps of 64 images at 28 px, 1 thread"  # changes when pace_probe changes
+
+
+def pace_probe(repeats: int = 3) -> float:
+    """CPU seconds a fixed piece of training takes here (the least of `repeats`): the machine's
+    pace. Two VMs that name the same CPU model ran the test suite 1.6x apart, so a CPU-seconds
+    budget gives different machines different amounts of work; the pace says how much."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        images = torch.randn(64, 1, 28, 28, generator=generator)
+        labels = torch.randint(0, 10, (64,), generator=generator)
+        taken = []
+        for _ in range(repeats):
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.ReLU(),
+                                      torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                      torch.nn.Conv2d(64, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                      torch.nn.Flatten(), torch.nn.Linear(64 * 7 * 7, 10))
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+            start = time.process_time()
+            for _ in range(24):
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(net(images), labels).backward()
+                optimizer.step()
+            taken.append(time.process_time() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return round(min(taken), 3)
+
+
 class LoadRecorder:
     """The machine's load while a unit runs: the 1-minute load average every `every` seconds,
     the share of all cores busy, and the CPU seconds this process and its children used."""
@@ -189,10 +223,11 @@ def _own_cpu_seconds() -> float:
 # -- result files -------------------------------------------------------------------------------
 
 def write_result(benchmark: Benchmark, unit: Unit, figures: dict, raw, load: dict, started: str, commit: str,
-                 results: Path = RESULTS) -> Path:
+                 results: Path = RESULTS, pace: dict | None = None) -> Path:
     """Write the unit's file aside, then rename it into place: a file in results/ is always whole."""
     document = {"benchmark": benchmark.name, "unit": unit.name, "version": benchmark.version,
-                "commit": commit, "date": started, "machine": machine(), "settings": unit.settings,
+                "commit": commit, "date": started, "machine": {**machine(), **({"pace": pace} if pace else {})},
+                "settings": unit.settings,
                 "figures": figures, "raw": raw, "load": load}
     text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
     folder = benchmark.folder(results)
@@ -232,10 +267,20 @@ def read_result(path: Path, benchmark: Benchmark) -> tuple[dict | None, str | No
     if known is not None and known.settings != result["settings"]:
         difference = _first_difference(known.settings, result["settings"])
         return None, f"{where}: its settings differ from the unit's ({difference})"
-    problem = benchmark.check(result)
+    problem = benchmark.check(result) or _pace_problem(result["machine"].get("pace"))
     if problem:
         return None, f"{where}: {problem}"
     return result, None
+
+
+def _pace_problem(pace) -> str | None:
+    """Units from before the probe have no pace; one that has it holds positive CPU seconds."""
+    if pace is None:
+        return None
+    if not isinstance(pace, dict) or not all(finite(pace.get(k)) and pace[k] > 0
+                                             for k in ("cpu_seconds_before", "cpu_seconds_after")):
+        return f"machine pace {str(pace)[:60]} is not two positive CPU-second figures"
+    return None
 
 
 def _refuse_constant(name: str):
@@ -290,9 +335,11 @@ def run_unit(benchmark: Benchmark, unit: Unit, results: Path = RESULTS) -> Path:
         unit = replace(unit, inputs={name: done[name] for name in unit.needs})
     print(f"{benchmark.name}: running unit {unit.name} ({json.dumps(unit.settings, sort_keys=True)[:300]})",
           flush=True)
+    pace = {"probe": PROBE, "cpu_seconds_before": pace_probe()}
     with LoadRecorder() as load:
         figures, raw = benchmark.run(unit)
-    path = write_result(benchmark, unit, figures, raw, load.to_dict(), started, commit, results)
+    pace["cpu_seconds_after"] = pace_probe()
+    path = write_result(benchmark, unit, figures, raw, load.to_dict(), started, commit, results, pace)
     print(f"{benchmark.name}: unit {unit.name} done in {load.wall / 60:.1f} min "
           f"({load.own / 60:.1f} CPU min): {path}", flush=True)
     return path
@@ -359,7 +406,20 @@ def machines_line(results: list[dict]) -> str:
                    + (f", {r['machine']['gpu']}" if r["machine"].get("gpu") else "") + ")" for r in results})
     loads = [r["load"].get("machine_busy_share") for r in results if finite(r["load"].get("machine_busy_share"))]
     busy = f"; its cores were {statistics.median(loads):.0%} busy while they ran (median over units)" if loads else ""
-    return "Measured on " + "; ".join(cpus) + busy + "."
+    return "Measured on " + "; ".join(cpus) + busy + "." + pace_sentence(results)
+
+
+def pace_sentence(results: list[dict]) -> str:
+    """How fast the machines were: the pace probe's CPU seconds (the lesser of before and after a
+    unit, as the other may have met a busier machine), over the units that ran it."""
+    paces = [min(p["cpu_seconds_before"], p["cpu_seconds_after"]) for r in results
+             if isinstance(p := r["machine"].get("pace"), dict)]
+    if not paces:
+        return ""
+    low, high = min(paces), max(paces)
+    spread = f"{low:.2f} s" if len(paces) == 1 else f"{low:.2f}-{high:.2f} s ({high / low:.2f}x)"
+    return (f" The machine's pace (a fixed piece of training at 1 thread, in CPU seconds; {len(paces)} of "
+            f"{len(results)} units measured it): {spread}.")
 
 
 def finite(value) -> bool:

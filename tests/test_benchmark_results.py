@@ -23,6 +23,16 @@ import search_efficiency  # noqa: E402
 import tables  # noqa: E402
 import units  # noqa: E402
 
+REAL_PACE_PROBE = units.pace_probe
+
+
+@pytest.fixture(autouse=True)
+def quick_pace(monkeypatch):
+    """The pace probe trains for seconds; here each unit gets the next of a known series instead
+    (the real probe has a test of its own), so the file must hold what the probe returned."""
+    paces = iter(range(1, 1000))
+    monkeypatch.setattr(units, "pace_probe", lambda: float(next(paces)))
+
 
 def toy_benchmark(run=None, version: int = 1) -> units.Benchmark:
     def check(result):
@@ -43,6 +53,7 @@ def test_next_runs_the_first_missing_unit_and_writes_a_whole_file(tmp_path):
         assert key in result
     assert result["figures"] == {"value": 0.1} and result["raw"] == {"rows": [1]}
     assert result["machine"]["cores"] == os.cpu_count() and result["load"]["own_cpu_seconds"] >= 0
+    assert result["machine"]["pace"] == {"probe": units.PROBE, "cpu_seconds_before": 1.0, "cpu_seconds_after": 2.0}
     assert not (tmp_path / "toy" / "b.json").exists()
     units.main(benchmark, args)  # the next one now
     assert (tmp_path / "toy" / "b.json").exists()
@@ -94,6 +105,7 @@ def test_a_unit_that_stops_midway_leaves_no_result_file(tmp_path):
     (lambda text: text.replace('"x": 1', '"x": 3'), "its settings differ"),
     (lambda text: "[" * 200_000 + "]" * 200_000, "nested too deeply"),
     (lambda text: text.replace('"value": 0.1', '"value": NaN'), "not whole JSON"),
+    (lambda text: text.replace('"cpu_seconds_before": 1.0', '"cpu_seconds_before": -1.0'), "machine pace"),
 ])
 def test_a_damaged_result_is_named_in_one_line_and_left_out(tmp_path, damage, reason):
     benchmark = toy_benchmark()
@@ -104,6 +116,27 @@ def test_a_damaged_result_is_named_in_one_line_and_left_out(tmp_path, damage, re
     done, problems = units.load_results(benchmark, tmp_path)
     assert list(done) == ["b"]
     assert len(problems) == 1 and reason in problems[0] and "a.json" in problems[0] and "\n" not in problems[0]
+
+
+def test_the_pace_probe_measures_cpu_time_and_leaves_torchs_threads_as_they_were():
+    import torch
+
+    threads = torch.get_num_threads()
+    pace = REAL_PACE_PROBE(repeats=1)
+    assert isinstance(pace, float) and 0 < pace < 600 and torch.get_num_threads() == threads
+
+
+def test_the_machines_line_says_how_far_apart_the_machines_paces_were():
+    def result(cpu, pace=None):
+        return {"machine": {"cpu": cpu, "cores": 2, **({"pace": pace} if pace else {})},
+                "load": {"machine_busy_share": 0.5}}
+
+    line = units.machines_line([result("A", {"cpu_seconds_before": 2.0, "cpu_seconds_after": 1.6}),
+                                result("A", {"cpu_seconds_before": 2.4, "cpu_seconds_after": 2.5}), result("B")])
+    assert line.startswith("Measured on A (2 cores); B (2 cores); its cores were 50% busy")
+    assert line.endswith("(a fixed piece of training at 1 thread, in CPU seconds; 2 of 3 units measured it): "
+                         "1.60-2.40 s (1.50x).")
+    assert "pace" not in units.machines_line([result("B")])
 
 
 def search_row(number: int, accuracy: float, macs: float, cpu: float, state: str = "complete") -> dict:
