@@ -65,26 +65,20 @@ def test_a_cpu_budget_stops_new_trials_once_the_process_used_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
+def test_short_search_stores_trials_shows_the_front_and_resumes_under_a_wall_budget(tmp_path):
     env = env_for(tmp_path)
-    first = run_eas("search", *FAST, "--budget", "20s", "--study", "demo", "--json", env=env, cwd=tmp_path)
+    first = run_eas("search", *FAST, "--trials", "3", "--study", "demo", "--json", env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    summary = json.loads(first.stdout)
-    assert summary["stopped"] == "budget"
+    assert json.loads(first.stdout)["stopped"] == "trials"
     study = load(tmp_path, "demo")
-    # The budget's contract, whatever the machine's pace: no trial starts after it.
-    starts = [t.datetime_start for t in study.trials if t.datetime_start is not None]
-    assert (max(starts) - min(starts)).total_seconds() <= 20
-    before = len(study.trials)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
-    assert len(complete) >= 3
+    assert len(study.trials) == len(complete) == 3
     for trial in complete:
         assert trial.user_attrs["genome"].startswith("stem_")
         metrics = trial.user_attrs["metrics"]
         assert metrics["energy_source"] == "estimated" and metrics["versions"]["torch"]
         assert metrics["fidelity"]["epochs"] == 2
     assert study.metric_names == ["accuracy", "macs", "params", "energy"]
-    assert not [t for t in study.trials if t.state.name == "RUNNING"]
 
     shown = run_eas("show", "demo", env=env, cwd=tmp_path)
     assert shown.returncode == 0 and "Pareto set" in shown.stdout and "*" in shown.stdout
@@ -92,12 +86,17 @@ def test_short_search_stores_trials_shows_the_front_and_resumes(tmp_path):
     one = json.loads(run_eas("show", "demo", "--trial", str(complete[0].number), env=env, cwd=tmp_path).stdout)
     assert one["genome"] == complete[0].user_attrs["genome"]
 
-    study.enqueue_trial(complete[0].params)  # a candidate proposed again (as any worker could)
+    # Resumed under a wall-clock budget, with a candidate proposed again (as any worker could): it
+    # is reused at once, not trained again. How many more trials fit in 8 s is the machine's pace;
+    # the contract is that none starts after the budget and none is left running.
+    study.enqueue_trial(complete[0].params)
     again = run_eas("search", *FAST, "--budget", "8s", "--study", "demo", "--json", env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["stopped"] == "budget"
     resumed = load(tmp_path, "demo")
-    assert len(resumed.trials) > before
-    # a genome evaluated before is reused, not trained again
+    added = [t for t in resumed.trials if t.number >= 3]
+    assert added and (max(t.datetime_start for t in added) - min(t.datetime_start for t in added)).total_seconds() <= 8
+    assert not [t for t in resumed.trials if t.state.name == "RUNNING"]
     reused = [t for t in resumed.trials if "cached_from" in t.user_attrs]
     assert reused, "the candidate proposed again was trained again"
     for trial in reused:
