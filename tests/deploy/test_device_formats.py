@@ -132,36 +132,3 @@ def test_int8_compression_adds_the_int8_graph_in_onnx_runtimes_mobile_format(tra
     int8, onnx_int8 = deployed["model.int8.ort"], deployed["model.int8.onnx"]
     assert abs(int8["top1_agreement"] - onnx_int8["top1_agreement"]) <= 0.02 and int8["max_abs_diff"] > 1e-3
     # (no size check: on a network this small the QDQ graph's scales outweigh what int8 weights save)
-
-
-def test_verify_deploy_marks_every_member_and_a_second_run_reuses_it(small_study, tmp_path, monkeypatch):
-    root, _ = small_study
-    subprocess.run(["cp", "-r", str(root / "studies"), str(tmp_path / "studies")], check=True)  # the shared one stays
-    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
-    args = ["verify", "s", "--top", "1", "--seeds", "1", "--baselines", "none", "--epochs", "1", "--deploy", "pte"]
-    first = run_eas(*args, env=env, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "deployable  in pte, run in its own runtime at 1 thread(s)" in first.stdout
-    shown = json.loads(run_eas("show", "s", "--json", env=env, cwd=tmp_path).stdout)["verification"]
-    checked = shown["members"][0]["deploy"]
-    assert shown["deploy"] == "pte" and checked["deployable"] is True and checked["reason"] is None
-    assert checked["float"]["top1_agreement"] == 1.0 and checked["float"]["latency_ms"] > 0
-    assert checked["int8"]["top1_agreement"] >= 0.8 and checked["int8"]["bytes"] > 0
-    again = run_eas(*args, "--json", env=env, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["trained"] == 0  # the stored run already holds its check
-    assert_user_error(run_eas(*args[:-1], "tflite", env=env, cwd=tmp_path), "--deploy 'tflite': choose from pte, ort")
-
-    # The explorer's Pareto page marks the member too.
-    from streamlit.testing.v1 import AppTest
-
-    from tests.ui.test_ui import APP, no_exception
-
-    monkeypatch.setenv("EAS_STUDIES_DIR", env["EAS_STUDIES_DIR"])
-    monkeypatch.delenv("EAS_UI_STORAGE", raising=False)
-    app = AppTest.from_file(APP, default_timeout=120)
-    app.run()
-    app.switch_page("app_pages/pareto.py").run()
-    no_exception(app)
-    table = next(frame.value for frame in app.dataframe if "deployable" in frame.value)
-    assert list(table["deployable"]) == ["yes"] and list(table["trial"]) == [str(shown["members"][0]["trial"])]
