@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmark script
 import device_formats  # noqa: E402
 import earlier_runs  # noqa: E402
 import fair_fight  # noqa: E402
+import int8_bits  # noqa: E402
 import microcontroller_fight  # noqa: E402
 import microcontroller_truth  # noqa: E402
 import resolution_fidelity  # noqa: E402
@@ -181,6 +182,7 @@ def tables(results: Path = units.RESULTS) -> dict[str, Callable[[], str]]:
             "training_recipe/mobile-knee": lambda: training_recipe.table(results),
             "microcontroller_truth/all": lambda: microcontroller_truth.table(results),
             "device_formats/all": lambda: device_formats.table(results),
+            "int8_bits/all": lambda: int8_bits.table(results),
             "fair_fight/mobile-28px": lambda: fair_fight.table(results),
             "microcontroller_fight/64kB-256kB": lambda: microcontroller_fight.table(results),
             "resolution_fidelity/mobile": lambda: resolution_fidelity.table(results)}

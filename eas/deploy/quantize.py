@@ -43,8 +43,9 @@ def onnxruntime():
     return ort, ort_quantization
 
 
-def quantize_onnx(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
-    """Write the int8 model of `fp32`, its activation ranges calibrated on `calibration` (NCHW)."""
+def quantize_onnx(fp32: Path, int8: Path, calibration: np.ndarray, reduce_range: bool = True) -> None:
+    """Write the int8 model of `fp32`, its activation ranges calibrated on `calibration` (NCHW);
+    `reduce_range=False` uses all 8 bits of the weights (benchmarks/int8_bits.py compares them)."""
     _, quantization = onnxruntime()
     class Images(quantization.CalibrationDataReader):
         def __init__(self):
@@ -62,7 +63,7 @@ def quantize_onnx(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
                                      per_channel=True, activation_type=quantization.QuantType.QUInt8,
                                      weight_type=quantization.QuantType.QInt8,
                                      calibrate_method=quantization.CalibrationMethod.MinMax,
-                                     reduce_range=True)  # no saturation on CPUs without VNNI: see above
+                                     reduce_range=reduce_range)  # no saturation without VNNI: see above
     finally:
         prepared.unlink(missing_ok=True)
 
