@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,23 +12,25 @@ from eas.arch.builder import build
 from eas.arch.genome import Arch
 from eas.deploy.prune import inherit_weights, pruned_arch
 from eas.training.step import DistillationLoss
-from tests.conftest import assert_user_error, run_eas
+from tests.conftest import assert_user_error, built_once, run_eas
 
 ATTENTION_GENOME = ("stem_c16_k3_s1_hswish-ds_r2_k5_s2_c24_hswish-ir_r2_k3_s2_e4_c32_relu6"
                     "-la_r1_s1_c32_h4_f2_gelu-head_c64_f0_relu_d0")
 PLAIN_GENOME = "stem_c16_k3_s1_relu-ir_r2_k3_s2_e3_c24_relu6-ds_r1_k3_s1_c40_hswish-head_c48_f0_relu_d0"
 
 
-# session, not module: under xdist a test of another module often runs in between, and pytest
-# then tears a module fixture down; per test process it is trained at most once
 @pytest.fixture(scope="session")
 def trained(knee_export, tmp_path_factory):
-    """The knee of the shared digits study, exported and trained by the CLI."""
-    folder = tmp_path_factory.mktemp("compress") / "knee"
-    shutil.copytree(knee_export, folder)
-    result = run_eas("train", str(folder), "--data", "digits", "--epochs", "12", "--quiet", "--json")
-    assert result.returncode == 0, result.stderr
-    return folder, json.loads(result.stdout)
+    """The knee of the shared digits study, exported and trained by the CLI once for all test
+    processes (each trained it before: 45 s apiece); copy it before changing it."""
+    def train(root: Path) -> None:
+        shutil.copytree(knee_export, root / "knee")
+        result = run_eas("train", str(root / "knee"), "--data", "digits", "--epochs", "12", "--quiet", "--json")
+        assert result.returncode == 0, result.stderr
+        (root / "training.json").write_text(result.stdout)
+
+    root = built_once(tmp_path_factory, "compress-trained", train)
+    return root / "knee", json.loads((root / "training.json").read_text())
 
 
 def weight_bytes(path) -> int:
@@ -73,9 +76,11 @@ def test_int8_is_written_beside_fp32_and_measured_side_by_side(trained, tmp_path
 
 
 @pytest.mark.slow
-def test_show_follows_a_trial_to_its_export_and_compressed_models(small_study, trained):
+def test_show_follows_a_trial_to_its_export_and_compressed_models(small_study, trained, tmp_path):
     root, env = small_study
-    folder, training = trained
+    folder = tmp_path / "knee"  # a copy: the compressed model is written beside it
+    shutil.copytree(trained[0], folder)
+    training = trained[1]
     result = run_eas("compress", str(folder), "--int8", "--json")  # default output: beside the export
     assert result.returncode == 0, result.stderr
     trial = json.loads((folder / "arch.json").read_text())["provenance"]["trial"]
