@@ -7,7 +7,7 @@ when not), the largest difference of the logits from PyTorch's on 64 other image
 program's top-1 agreement with PyTorch, the files' sizes beside the int8 flash EAS counts, and
 the seconds each conversion took. Needs the executorch extra (`pip install 'eas[executorch]'`).
     python benchmarks/device_formats.py --list
-    nice -n 19 python benchmarks/device_formats.py --next
+    setsid -w nice -n 19 python benchmarks/device_formats.py --next
 """
 
 from __future__ import annotations

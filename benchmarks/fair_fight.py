@@ -20,7 +20,7 @@ latency and latency ratio at equal accuracy. Goals (issue 34): hypervolume >= 1.
 at equal latency or <= 0.6x latency at equal accuracy.
 
     python benchmarks/fair_fight.py --list
-    nice -n 19 python benchmarks/fair_fight.py --next
+    setsid -w nice -n 19 python benchmarks/fair_fight.py --next
 """
 
 from __future__ import annotations

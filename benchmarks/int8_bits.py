@@ -11,7 +11,7 @@ fp32 file. (No latency: a unit runs niced beside other work, where one image's l
 load; `compression.py` times int8 against fp32.) Two units, each run only on its kind of CPU:
 
     python benchmarks/int8_bits.py --list
-    nice -n 19 python benchmarks/int8_bits.py --unit vnni      # or --unit no-vnni
+    setsid -w nice -n 19 python benchmarks/int8_bits.py --unit vnni      # or --unit no-vnni
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Units (results/microcontroller_fight/<unit>.json), each under an hour of one CPU
   in one process.
 
     python benchmarks/microcontroller_fight.py --list
-    nice -n 19 python benchmarks/microcontroller_fight.py --next
+    setsid -w nice -n 19 python benchmarks/microcontroller_fight.py --next
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ network); flash with the size of the stripped .tflite file. Goal: within 10% on 
 Needs its own environment (`./scripts/setup-tflite.sh` makes .venv-tflite):
 
     .venv-tflite/bin/python benchmarks/microcontroller_truth.py --list
-    nice -n 19 .venv-tflite/bin/python benchmarks/microcontroller_truth.py --next
+    setsid -w nice -n 19 .venv-tflite/bin/python benchmarks/microcontroller_truth.py --next
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ against 28 px's says how well it ranks; a second seed at 28 px is the ceiling (h
 ranks against itself). CPU seconds say what it saves.
 
     python benchmarks/resolution_fidelity.py --list
-    nice -n 19 python benchmarks/resolution_fidelity.py --next
+    setsid -w nice -n 19 python benchmarks/resolution_fidelity.py --next
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ space has changed since, its units go on measuring the frozen copy under benchma
 (`<name>-<hash>.yaml`), so a question keeps its space until all its units are done.
 
     python benchmarks/search_efficiency.py --space mobile --list
-    nice -n 19 python benchmarks/search_efficiency.py --space mobile --next
+    setsid -w nice -n 19 python benchmarks/search_efficiency.py --space mobile --next
 """
 
 from __future__ import annotations

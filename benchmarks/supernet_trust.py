@@ -13,7 +13,7 @@ Two units:
   supernet unit's result file (it needs no supernet, so it may run in any later session).
 
     python benchmarks/supernet_trust.py --list
-    nice -n 19 python benchmarks/supernet_trust.py --next
+    setsid -w nice -n 19 python benchmarks/supernet_trust.py --next
 """
 
 from __future__ import annotations

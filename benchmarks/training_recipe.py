@@ -4,7 +4,7 @@ on all of Fashion-MNIST's training split, with and without the recipe, 2 seeds e
 per run (results/training_recipe/<recipe>-seed<N>.json), each about 50 minutes on 2 cores.
 
     python benchmarks/training_recipe.py --list
-    nice -n 19 python benchmarks/training_recipe.py --next
+    setsid -w nice -n 19 python benchmarks/training_recipe.py --next
 """
 
 from __future__ import annotations
