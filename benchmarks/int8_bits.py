@@ -159,6 +159,14 @@ def table(results: Path = units.RESULTS) -> str:
             rows.append(cells)
     headers = ["CPU", "MACs", "fp32 accuracy", "int8, 8-bit weights vs fp32", "int8, 7-bit weights vs fp32"]
     lines += units.code_block(text_table(rows, headers))
+    for unit in UNITS:
+        if unit.name in done:
+            f = done[unit.name]["figures"]
+            lines += ["", f"{unit.name}, median change from fp32 over {f['networks']} networks: 8-bit weights "
+                          f"{f['int8-8bit']['median_accuracy_change_points']:+.2f} points (lowest agreement "
+                          f"{f['int8-8bit']['lowest_top1_agreement']:.1%}), 7-bit "
+                          f"{f['int8-7bit']['median_accuracy_change_points']:+.2f} points (lowest agreement "
+                          f"{f['int8-7bit']['lowest_top1_agreement']:.1%})."]
     if done:
         lines += ["", units.machines_line(list(done.values()))]
     lines += [f"Left out: {p}" for p in problems]
