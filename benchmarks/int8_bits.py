@@ -43,6 +43,16 @@ def cpu_has_vnni() -> bool:
     return any(flag in flags for flag in VNNI_FLAGS)
 
 
+def refuse(unit: units.Unit) -> str | None:
+    """Why this CPU cannot run `unit`: each unit measures one kind of CPU."""
+    wanted = unit.settings["vnni"]
+    if cpu_has_vnni() == wanted:
+        return None
+    other = next(u.name for u in UNITS if u.settings["vnni"] != wanted)
+    return (f"unit {unit.name} runs on a CPU {'with' if wanted else 'without'} VNNI; this one "
+            f"({units.cpu_model()}) {'lacks' if wanted else 'has'} it: run --unit {other}")
+
+
 def networks(task, settings: dict) -> list:
     """The first `networks` random architectures of the space under the MACs limit (fixed by the seed)."""
     from eas.arch.space import load_space
@@ -71,19 +81,15 @@ def run(unit: units.Unit) -> tuple[dict, object]:
     import torch
 
     from eas.data.datasets import load_dataset
-    from eas.deploy.formats import FORMATS, onnx_to_ort
+    from eas.deploy.formats import onnx_to_ort
     from eas.deploy.quantize import calibration_images, quantize_onnx
     from eas.measure.runtime import to_onnx
     from eas.nas.candidate import Candidate
     from eas.training.proxy import Fidelity
 
     s = unit.settings
-    if cpu_has_vnni() != s["vnni"]:
-        other = next(u.name for u in UNITS if u.settings["vnni"] != s["vnni"])
-        raise units.Refused(f"int8_bits: unit {unit.name} runs on a CPU {'with' if s['vnni'] else 'without'} VNNI; "
-                            f"this one ({units.cpu_model()}) {'lacks' if s['vnni'] else 'has'} it: run --unit {other}")
     task = load_dataset(s["data"], seed=s["seed"])
-    x, labels = task.test_x[:len(task.test_y)], task.test_y.numpy()
+    x, labels = task.test_x[:], task.test_y.numpy()
     calibration = calibration_images(task.train_x, s["calibration_images"])
     fidelity = Fidelity(epochs=s["epochs"])
     rows = []
@@ -94,9 +100,9 @@ def run(unit: units.Unit) -> tuple[dict, object]:
         row = {"genome": arch.encode(), "macs": candidate.metrics["macs"], "train_seconds": round(trained.seconds, 1)}
         with tempfile.TemporaryDirectory() as work:
             folder = Path(work)
-            FORMATS["ort"].write(model, x[:2], folder / "model.ort")
+            to_onnx(model, x[:2], str(folder / "source.onnx"))  # exported once: the fp32 .ort and both int8 ones
+            onnx_to_ort(folder / "source.onnx", folder / "model.ort")
             row["fp32"], reference = measure(folder / "model.ort", x, labels, None)
-            to_onnx(model, x[:2], str(folder / "source.onnx"))
             for bits in (8, 7):
                 quantized = folder / f"int8-{bits}.onnx"
                 quantize_onnx(folder / "source.onnx", quantized, calibration, reduce_range=bits == 7)
@@ -135,7 +141,7 @@ def check(result: dict) -> str | None:
 
 
 def benchmark() -> units.Benchmark:
-    return units.Benchmark("int8_bits", VERSION, UNITS, run, check, description=__doc__.split("\n\n")[0])
+    return units.Benchmark("int8_bits", VERSION, UNITS, run, check, refuse, description=__doc__.split("\n\n")[0])
 
 
 def table(results: Path = units.RESULTS) -> str:

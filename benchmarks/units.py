@@ -67,7 +67,8 @@ class Refused(Exception):
 @dataclass
 class Benchmark:
     """A benchmark's units and how to run one. `run(unit)` returns (figures, raw); `check(result)`
-    names an impossible figure of a stored result (None when it is sound). `version` changes when
+    names an impossible figure of a stored result (None when it is sound); `refuse(unit)` says why
+    this machine cannot run a unit (None when it can). `version` changes when
     a change to the benchmark makes older results incomparable: those are then left out."""
 
     name: str
@@ -75,6 +76,7 @@ class Benchmark:
     units: list[Unit]
     run: Callable[[Unit], tuple[dict, object]]
     check: Callable[[dict], str | None] = lambda result: None
+    refuse: Callable[[Unit], str | None] = lambda unit: None  # why this machine cannot run the unit
     description: str = ""
     extra_args: list[tuple[tuple, dict]] = field(default_factory=list)
 
@@ -329,6 +331,9 @@ def listing(benchmark: Benchmark, results: Path = RESULTS) -> str:
 def run_unit(benchmark: Benchmark, unit: Unit, results: Path = RESULTS) -> Path:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     commit = git_commit()  # the code the unit runs: taken before it starts
+    reason = benchmark.refuse(unit)
+    if reason:
+        raise Refused(f"{benchmark.name}: {reason}")
     if unit.needs:
         done, _ = load_results(benchmark, results)
         missing = [name for name in unit.needs if name not in done]
