@@ -396,6 +396,13 @@ def run_requested(benchmark: Benchmark, args: argparse.Namespace) -> None:
 AUTOGROUP = Path("/proc/self/autogroup")
 
 
+def group_nice() -> int | None:
+    """The nice of this process's autogroup; None outside one: the group every process starts in
+    until something calls setsid (a container's or CI runner's tree) shows an empty file."""
+    fields = AUTOGROUP.read_text().split() if AUTOGROUP.exists() else []
+    return int(fields[-1]) if fields else None
+
+
 def lower_own_group() -> bool:
     """Make a niced unit's nice hold against other sessions; True when it set its group's.
 
