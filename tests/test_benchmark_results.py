@@ -392,3 +392,30 @@ def test_the_microcontroller_fight_scales_both_families_to_the_limits_and_compar
     assert mcu.comparison({k: v for k, v in done.items() if k != "scaled-mobilenet_v3_small"}, 0) is None
     assert [u.name for u in mcu.benchmark().units if u.settings["kind"] == "baselines"] == \
         ["scaled-mobilenet_v2", "scaled-mobilenet_v3_small"]  # a unit a family: each under an hour
+
+
+def test_supernet_trust_holds_the_supernet_to_each_stand_alone_seed_their_mean_and_their_own_agreement(tmp_path):
+    import supernet_trust
+
+    benchmark = supernet_trust.benchmark()
+    genomes = ["a", "b", "c", "d"]
+    inherited = {"10": {"accuracies": [0.1, 0.2, 0.3, 0.4], "seconds": 60.0}}
+    units.write_result(benchmark, benchmark.unit("mobile-supernet"),
+                       {"supernet_train_seconds": 60.0, "steps": 10, "images": 1280, "energy_j": 36.0,
+                        "energy_source": "estimated", "parameters": 1000}, {"genomes": genomes, "inherited": inherited},
+                       {}, "2026-12-07T00:00:00+00:00", "0" * 40, tmp_path)
+
+    def trust(name, accuracies):
+        standalone = {g: {"accuracy": a, "seconds": 1.0, "macs": 1} for g, a in zip(genomes, accuracies, strict=True)}
+        units.write_result(benchmark, benchmark.unit(name), {"kendall_tau": 0.0, "kendall_tau_by_step": {"10": 0.0}},
+                           {"genomes": genomes, "standalone": standalone}, {}, "2026-12-07T00:00:00+00:00", "0" * 40,
+                           tmp_path)
+
+    trust("mobile-trust", [0.80, 0.81, 0.83, 0.82])  # one pair swapped against the supernet
+    one_seed = supernet_trust.table(tmp_path)
+    assert "**met** (+0.67)" in one_seed and "agree with each other" not in one_seed
+    trust("mobile-trust-seed1", [0.80, 0.83, 0.815, 0.84])  # another pair swapped
+    two_seeds = supernet_trust.table(tmp_path)
+    row = next(line for line in two_seeds.splitlines() if line.strip().startswith("10 "))
+    assert row.split()[-3:] == ["+0.67", "+0.67", "+1.00"]  # each seed, then their mean: 0.80 0.82 0.8225 0.83
+    assert "agree with each other to Kendall tau +0.33" in two_seeds and "3 of 3 units done" in two_seeds
