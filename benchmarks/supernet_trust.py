@@ -22,6 +22,7 @@ Three units:
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from pathlib import Path
@@ -208,15 +209,28 @@ def table(results: Path = units.RESULTS) -> str:
         lines += [f"Trained alone, the {c['samples']} reach {spans}. Goal (Kendall tau >= 0.6 against seed "
                   f"{min(alone)}): " + ("**met**" if tau >= 0.6 else "**not met**") + f" ({tau:+.2f})."]
         if len(alone) > 1:
-            first, second = alone.values()
-            lines += [f"The two stand-alone runs agree with each other to Kendall tau "
-                      f"{kendall_tau(first, second):+.2f}: the most any ranking of these networks can be held to."]
+            lines.append(ceiling_sentence(kendall_tau(*alone.values())))
     else:
         lines.append("Goal (Kendall tau >= 0.6): not measured yet.")
     if done:
         lines += ["", units.machines_line(list(done.values()))]
     lines += [f"Left out: {p}" for p in problems]
     return "\n".join(lines) + "\n"
+
+
+def ceiling_sentence(agreement: float) -> str:
+    """What two stand-alone runs' agreement says about the best tau any ranking could reach. If each
+    run is the networks' true accuracy plus normal noise of the same size, Kendall tau and the
+    correlation r relate as tau = 2/pi asin(r) (Greiner), a run correlates with the truth as
+    sqrt(r) and the mean of two as sqrt(2r / (1 + r))."""
+    sentence = f"The two stand-alone runs agree with each other to Kendall tau {agreement:+.2f}."
+    r = math.sin(math.pi / 2 * agreement)
+    if r <= 0:
+        return sentence
+    one, mean = (2 / math.pi * math.asin(math.sqrt(c)) for c in (r, 2 * r / (1 + r)))
+    return (sentence + f" If they differ by noise around the networks' true accuracies (normal, alike in both), a "
+            f"ranking in the true order would agree with one run to about {one:+.2f} and with their mean to about "
+            f"{mean:+.2f}: the ceilings of the columns above.")
 
 
 def standalone_runs(done: dict, supernet: dict | None) -> dict[int, list[float]]:

@@ -419,3 +419,5 @@ def test_supernet_trust_holds_the_supernet_to_each_stand_alone_seed_their_mean_a
     row = next(line for line in two_seeds.splitlines() if line.strip().startswith("10 "))
     assert row.split()[-3:] == ["+0.67", "+0.67", "+1.00"]  # each seed, then their mean: 0.80 0.82 0.8225 0.83
     assert "agree with each other to Kendall tau +0.33" in two_seeds and "3 of 3 units done" in two_seeds
+    # tau 1/3 is r = 0.5 (Greiner): the truth correlates sqrt(0.5) with one run, sqrt(2/3) with the mean
+    assert "agree with one run to about +0.50 and with their mean to about +0.61" in two_seeds
