@@ -11,9 +11,9 @@ Three units:
   same session (the checkpoint is not committed, so a later session starts it over).
 - `mobile-trust` trains those 16 sub-networks alone and computes tau at each point from the
   supernet unit's result file (it needs no supernet, so it may run in any later session).
-- `mobile-trust-seed1` trains the 16 alone again from another seed: how well two stand-alone
-  runs agree is the most any ranking can be held to (the ceiling on tau), and their mean is a
-  steadier reference than either.
+- `mobile-trust-seed1` trains the 16 alone again from another seed: from how well the two
+  stand-alone runs agree the table estimates the most tau any ranking could reach against them
+  (the reference's own noise), and their mean is a steadier reference than either.
 
     python benchmarks/supernet_trust.py --list
     setsid -w nice -n 19 python benchmarks/supernet_trust.py --next
