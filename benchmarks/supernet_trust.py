@@ -236,13 +236,14 @@ def ceiling_sentence(agreement: float) -> str:
 def standalone_runs(done: dict, supernet: dict | None) -> dict[int, list[float]]:
     """{seed: the sub-networks' stand-alone accuracies, in the supernet unit's order} of the trust
     units done."""
-    runs = {}
+    if not supernet:
+        return {}
+    genomes, runs = supernet["raw"]["genomes"], {}
     for unit in UNITS:
-        if unit.settings["kind"] == "trust" and supernet and unit.name in done:
-            trained = done[unit.name]["raw"]["standalone"]
-            if all(g in trained for g in supernet["raw"]["genomes"]):
-                runs[unit.settings.get("standalone_seed", unit.settings["seed"])] = [
-                    trained[g]["accuracy"] for g in supernet["raw"]["genomes"]]
+        trained = done[unit.name]["raw"]["standalone"] if unit.settings["kind"] == "trust" and unit.name in done else {}
+        if trained and all(g in trained for g in genomes):
+            seed = unit.settings.get("standalone_seed", unit.settings["seed"])
+            runs[seed] = [trained[g]["accuracy"] for g in genomes]
     return runs
 
 

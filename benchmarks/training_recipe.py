@@ -69,7 +69,9 @@ def minutes(result: dict) -> str:
     """A run's training time in wall minutes, and in brackets the CPU minutes of the unit's process:
     the wall time depends on what else ran beside it."""
     wall, cpu = result["figures"].get("train_seconds"), result["load"].get("own_cpu_seconds")
-    return f"{wall / 60:.0f}" + (f" ({cpu / 60:.0f})" if units.finite(cpu) else "") if units.finite(wall) else "?"
+    if not units.finite(wall):
+        return "?"
+    return f"{wall / 60:.0f}" + (f" ({cpu / 60:.0f})" if units.finite(cpu) else "")
 
 
 def table(results: Path = units.RESULTS) -> str:
