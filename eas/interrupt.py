@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _requested = False
+_deferring = False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -27,7 +30,21 @@ class Interrupted(KeyboardInterrupt):
 def _handler(signum, frame) -> None:
     global _requested
     _requested = True
-    raise Interrupted
+    if not _deferring:
+        raise Interrupted
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A Ctrl-C inside the block waits for it to end and is raised at the next check(): a
+    checkpoint is written and recorded as written together (seen: a Ctrl-C between the two made
+    `eas supernet train` say its checkpoint held step 0 when it held step 20)."""
+    global _deferring
+    outer, _deferring = _deferring, True
+    try:
+        yield
+    finally:
+        _deferring = outer
 
 
 def _quiet_unraisable(unraisable, default=sys.unraisablehook, interrupt=KeyboardInterrupt) -> None:

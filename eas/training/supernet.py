@@ -255,8 +255,9 @@ class SupernetTraining:
             late = time.monotonic() - last_save > 60 * plan.checkpoint_minutes
             if progress.step % plan.checkpoint_steps == 0 or late:
                 bank()
-                self._save_checkpoint()
-                self.saved_step, last_save = progress.step, time.monotonic()
+                with interrupt.deferred():  # the step saved is the step reported saved
+                    self._save_checkpoint()
+                    self.saved_step, last_save = progress.step, time.monotonic()
         bank()
         description = save_supernet(self.folder, self.supernet, self._description())
         self._remove_checkpoint()
