@@ -447,8 +447,11 @@ def machines_line(results: list[dict]) -> str:
     cpus = sorted({f"{r['machine'].get('cpu')} ({r['machine'].get('cores')} cores"
                    + (f", {r['machine']['gpu']}" if r["machine"].get("gpu") else "") + ")" for r in results})
     loads = [r["load"].get("machine_busy_share") for r in results if finite(r["load"].get("machine_busy_share"))]
-    busy = f"; its cores were {statistics.median(loads):.0%} busy while they ran (median over units)" if loads else ""
-    return "Measured on " + "; ".join(cpus) + busy + "." + pace_sentence(results)
+    whose = "its" if len(cpus) == 1 else "their"
+    busy = (f"; {whose} cores were {statistics.median(loads):.0%} busy while they ran (median over units)"
+            if loads else "")
+    where = cpus[0] if len(cpus) == 1 else ", ".join(cpus[:-1]) + " and " + cpus[-1]
+    return "Measured on " + where + busy + "." + pace_sentence(results)
 
 
 def pace_sentence(results: list[dict]) -> str:

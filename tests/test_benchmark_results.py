@@ -147,10 +147,11 @@ def test_the_machines_line_says_how_far_apart_the_machines_paces_were():
 
     line = units.machines_line([result("A", {"cpu_seconds_before": 2.0, "cpu_seconds_after": 1.6}),
                                 result("A", {"cpu_seconds_before": 2.4, "cpu_seconds_after": 2.5}), result("B")])
-    assert line.startswith("Measured on A (2 cores); B (2 cores); its cores were 50% busy")
+    assert line.startswith("Measured on A (2 cores) and B (2 cores); their cores were 50% busy")
     assert line.endswith("(a fixed piece of training at 1 thread, in CPU seconds; 2 of 3 units measured it): "
                          "1.60-2.40 s (1.50x).")
-    assert "pace" not in units.machines_line([result("B")])
+    assert units.machines_line([result("B")]) == ("Measured on B (2 cores); its cores were 50% busy while they ran "
+                                                  "(median over units).")
 
 
 def search_row(number: int, accuracy: float, macs: float, cpu: float, state: str = "complete") -> dict:
