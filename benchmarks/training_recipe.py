@@ -1,8 +1,8 @@
 """What does `eas train`'s recipe (augmentation suited to the data, label smoothing 0.1, EMA of
 the weights at 0.999) give at a real training length? The README demo's knee trained 10 epochs
 on all of Fashion-MNIST's training split, with and without the recipe, 2 seeds each: one unit
-per run (results/training_recipe/<recipe>-seed<N>.json), each about 50 minutes on 2 cores (the
-first: 48 CPU minutes on a 2-core Xeon of pace 0.79 s, 57 minutes' wall beside other units).
+per run (results/training_recipe/<recipe>-seed<N>.json), each about 50 CPU minutes on 2 cores
+(the table gives each run's wall and CPU minutes).
 
     python benchmarks/training_recipe.py --list
     setsid -w nice -n 19 python benchmarks/training_recipe.py --next
