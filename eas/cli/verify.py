@@ -22,8 +22,9 @@ from eas.cli.options import (
 
 def verify_command(
     study: StudyArgument,
-    top: Annotated[int, typer.Option("--top", help="Verify the K most accurate members of the Pareto set.",
-                                     min=1, max=100)] = 5,
+    top: Annotated[int | None, typer.Option("--top", help="Verify K members of the strict Pareto set spread over "
+                                            "its cost range, the most accurate and the cheapest among them "
+                                            "(default 5, or all when it holds fewer).", min=1, max=100)] = None,
     factor: Annotated[float, typer.Option("--factor", help="Train for this many times the study's "
                                           "full-fidelity steps.", min=0.1, max=100.0)] = 3.0,
     epochs: Annotated[float | None, typer.Option("--epochs", help="Train this many epochs of the training "
@@ -99,7 +100,7 @@ def verify_command(
         if as_json:
             return
         who = model.name or f"trial {model.trial}: search {searched[model.trial]:.2%} ->"
-        typer.echo(f"{who} verified {stats['verified_accuracy']:.2%}", err=True)
+        typer.echo(f"{who} verified {stats['verified_accuracy']:.2%} on the test split", err=True)
 
     if init not in ("scratch", "inherited"):
         raise UserError(f"--init must be scratch or inherited (got {init!r})")

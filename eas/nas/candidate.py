@@ -236,6 +236,14 @@ class Candidate:
         return {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high, "val_images": len(y),
                 "val_loss": loss}
 
+    def test(self) -> dict:
+        """Accuracy with its 95% interval on the whole test split: what a claim is scored on once
+        the choices are made (`eas verify`), never what a search ranks or promotes by."""
+        x, y = self.task.test_x, self.task.test_y
+        (accuracy, _), _ = self.metered("validation", lambda: evaluate_accuracy(self.model, x, y, self.device))
+        low, high = wilson_interval(round(accuracy * len(y)), len(y))
+        return {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high, "images": len(y)}
+
     def result(self, status: str, reason: str | None = None, violations: dict | None = None,
                validation: dict | None = None) -> Metrics:
         split = {k: round(v, 4) for k, v in self.split.items()}

@@ -165,7 +165,8 @@ def settings_for(request: SearchRequest, space: Space, task: Dataset, supernet: 
                                  population=o["population"], input_shape=task.input_shape,
                                  num_classes=task.num_classes,
                                  multi_fidelity=ladder.to_dict() if o["rungs"] > 1 and not supernet else {},
-                                 runtime=request.runtime.to_dict(), supernet=supernet, evaluator=o["evaluator"])
+                                 runtime=request.runtime.to_dict(), supernet=supernet, evaluator=o["evaluator"],
+                                 test_split=task.test_split())
 
 
 def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) -> OpenedStudy:

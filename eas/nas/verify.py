@@ -1,12 +1,15 @@
 """How far to trust a front, and what it is worth: retrain its members longer, with other seeds,
 beside the hand-designed networks a user would otherwise take, trained the same way.
 
-`verify` takes the K most accurate members of a study's Pareto set, trains each from scratch
-for `factor` times the study's full-fidelity steps with other seeds and one training recipe,
-validates on the whole validation set, and reports: Kendall's tau between the accuracies the
-search stored and the verified ones, the spread over seeds, which members are still on the
-Pareto set when their verified accuracies replace the stored ones, and, with baselines
-(eas.nas.baselines), how the front compares with them at equal cost.
+`verify` takes K members of a study's strict Pareto set spread over its cost range (the most
+accurate, the cheapest, and between them the member nearest each of evenly spaced points of log
+cost: `spread_over_cost`), trains each from scratch for `factor` times the study's full-fidelity
+steps with other seeds and one training recipe, scores each on the test split (images neither
+the search, which ranked on the validation split, nor this selection saw), and reports:
+Kendall's tau between the accuracies the search stored and the verified ones, the spread over
+seeds, which members are still on the Pareto set when their verified accuracies replace the
+stored ones, and, with baselines (eas.nas.baselines), how the front compares with them at equal
+cost.
 
 Every trained model is stored in the study as soon as it is validated, under a key of what
 determines its result (genome, seed, steps, training settings, recipe, data), so an interrupted
@@ -34,7 +37,7 @@ from eas.nas.baselines import baseline_arch, compare, family_of
 from eas.nas.candidate import Candidate, counted_metrics, wilson_interval
 from eas.nas.loop import ladder_of
 from eas.pareto import kendall_tau
-from eas.reports.front import pareto_front
+from eas.reports.front import pareto_front, spread_over_cost, strict_front
 from eas.study.records import TrialRecord
 from eas.study.schema import SearchSettings
 from eas.training.proxy import Fidelity
@@ -44,9 +47,13 @@ COST_FIELDS = ("latency_ms", "latency_batch_ms", "inference_energy_j_per_1k", "l
                "runtime_error")
 
 
+SPLIT = "test"  # what verified accuracies are scored on; runs stored before it scored validation
+DEFAULT_TOP = 5
+
+
 @dataclass(frozen=True)
 class VerifyPlan:
-    top: int = 5
+    top: int | None = None  # None: up to DEFAULT_TOP; more than the Pareto set holds is refused
     factor: float = 3.0
     seeds: int = 1
     baselines: tuple[str, ...] = ()  # reference names, e.g. mobilenet_v3_small@0.5
@@ -73,7 +80,7 @@ class Model:
 def run_key(model: Model, seed: int, steps: int, recipe: Recipe, data: str, init: str = "scratch") -> str:
     """What determines one training's result; equal keys mean a stored run can stand in."""
     started = {} if init == "scratch" else {"init": init}  # keys of runs stored before --init stay valid
-    text = json.dumps({"genome": model.arch.encode(), "seed": seed, "steps": steps, "data": data,
+    text = json.dumps({"genome": model.arch.encode(), "seed": seed, "steps": steps, "data": data, "split": SPLIT,
                        "fidelity": model.fidelity.to_dict(), "recipe": recipe.to_dict(), **started}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -84,16 +91,15 @@ def valid_run(run) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
     return (isinstance(run, dict) and number(run.get("accuracy")) and 0 <= run["accuracy"] <= 1
-            and isinstance(run.get("val_images"), int) and run["val_images"] > 0
+            and run.get("split") == SPLIT and isinstance(run.get("images"), int) and run["images"] > 0
             and number(run.get("train_energy_j")) and number(run.get("train_seconds")))
 
 
 def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None,
                  save_run: Callable[[str, dict], None] | None = None, on_result=None) -> dict:
     settings = SearchSettings.from_dict(loaded.settings, loaded.name)
-    front = sorted(pareto_front(loaded.records, loaded.objectives), key=lambda r: -r.value("accuracy"))[:plan.top]
-    if len(front) < 1:
-        raise UserError(f"study {loaded.name!r} has no complete, feasible trial to verify yet")
+    front = chosen_members(loaded, plan.top)
+    test_split = checked_test_split(settings, task, loaded.name)
     study_fidelity = Fidelity(**settings.fidelity)
     if plan.subset:
         study_fidelity = replace(study_fidelity, subset=plan.subset)
@@ -151,6 +157,7 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
     tau = kendall_tau([r["search_accuracy"] for r in rows], [r["verified_accuracy"] for r in rows]) \
         if len(rows) >= 3 else math.nan
     result = {"at": started, "steps": steps, "factor": steps / full_steps, "seeds": plan.seeds, "members": rows,
+              "split": SPLIT, "test_split": test_split, "selection": SELECTION,
               "train_images": min(len(task.train_y), study_fidelity.subset or len(task.train_y)),
               "kendall_tau": None if not math.isfinite(tau) else float(tau),
               "held": sum(r["held_place"] for r in rows), "of": len(rows), "recipe": plan.recipe.to_dict(),
@@ -162,6 +169,39 @@ def verify_front(loaded, task, plan: VerifyPlan, stored_runs: dict | None = None
                                        _reference_at(loaded.reference, steps / full_steps))
     result["seconds"] = time.time() - started
     return result
+
+
+SELECTION = ("the most accurate and the cheapest member of the strict Pareto set, and between them the member "
+             "nearest each of evenly spaced points of log cost")
+
+
+def chosen_members(loaded, top: int | None) -> list[TrialRecord]:
+    """The members to verify, most accurate first: `top` of the strict Pareto set spread over its
+    cost range (every member when it holds no more). A tie-aware front would hand on only the
+    cheapest member of each tie, so the accurate end would never be verified."""
+    front = strict_front(loaded.records, loaded.objectives)
+    if not front:
+        raise UserError(f"study {loaded.name!r} has no complete, feasible trial to verify yet")
+    if top is not None and top > len(front):
+        raise UserError(f"--top {top}: the Pareto set of study {loaded.name!r} has {len(front)} member"
+                        f"{'' if len(front) == 1 else 's'}; ask for at most that many")
+    return spread_over_cost(front, loaded.objectives, top or DEFAULT_TOP)
+
+
+def checked_test_split(settings: SearchSettings, task, name: str) -> dict:
+    """The test split verified accuracies are scored on. A study records its split when it is
+    created; data whose split is another now (other files under the same name) is refused."""
+    found = task.test_split()
+    recorded = settings.test_split
+    if recorded and recorded.get("fingerprint") != found["fingerprint"]:
+        raise UserError(f"study {name!r} recorded a test split of {recorded.get('images')} images "
+                        f"({recorded.get('fingerprint')}) when it was created; {settings.data} gives another now "
+                        f"({found['images']} images, {found['fingerprint']}): the data changed since the search")
+    if not recorded and found["source"] == "held out" and settings.seed != 0:
+        raise UserError(f"study {name!r} was searched before EAS fixed the test split of data without an official "
+                        f"one: with seed {settings.seed} its training images include some of today's test images, so "
+                        "no claim can be scored on unseen images; search again in a new study")
+    return {**found, "recorded": bool(recorded)}
 
 
 def _deployed_in(run: dict, deploy_format: str | None) -> bool:
@@ -177,8 +217,11 @@ def train_once(model: Model, task, seed: int, steps: int, study_batch: int, plan
         one_shot.inherit(candidate, supernet)
     result = candidate.train_segment(steps_at_batch(steps, study_batch, model.fidelity.batch_size),
                                      recalibration_images=1024, recipe=plan.recipe)
-    validation = candidate.validate()  # a diverged model is kept at what it scores: fragility is a finding
-    run = {"accuracy": validation["accuracy"], "val_images": validation["val_images"], "seed": seed,
+    # A diverged model is kept at what it scores: fragility is a finding. The validation accuracy
+    # is kept beside the test one: how optimistic the split that chose the front was.
+    validation, tested = candidate.validate(), candidate.test()
+    run = {"accuracy": tested["accuracy"], "split": SPLIT, "images": tested["images"],
+           "val_accuracy": validation["accuracy"], "val_images": validation["val_images"], "seed": seed,
            "steps": result.steps, "train_seconds": candidate.trained.seconds,
            "train_energy_j": candidate.trained.energy_j, "diverged": result.diverged,
            "model": model.name or f"trial {model.trial}"}
@@ -208,11 +251,11 @@ def steps_at_batch(steps: int, study_batch: int, batch: int) -> int:
 
 
 def verified_stats(runs: list[dict]) -> dict:
-    """The mean accuracy over the seeds with the 95% interval of all their validation images
-    pooled (not the first seed's), and the spread between seeds."""
+    """The mean accuracy over the seeds with the 95% interval of all their test images pooled
+    (not the first seed's), and the spread between seeds."""
     accuracies = [run["accuracy"] for run in runs]
-    images = sum(run["val_images"] for run in runs)
-    correct = sum(round(run["accuracy"] * run["val_images"]) for run in runs)
+    images = sum(run["images"] for run in runs)
+    correct = sum(round(run["accuracy"] * run["images"]) for run in runs)
     return {"verified_accuracy": statistics.fmean(accuracies),
             "verified_interval": list(wilson_interval(correct, images)),
             "seed_spread": (max(accuracies) - min(accuracies)) if len(runs) > 1 else None, "seeds": len(runs)}

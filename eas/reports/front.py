@@ -89,6 +89,40 @@ def pareto_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> lis
                   key=lambda r: -r.value(objectives[0]))
 
 
+def strict_front(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[TrialRecord]:
+    """The strict Pareto set (no ties within intervals), most accurate first: every trade-off a
+    member offers, the accurate end included."""
+    candidates = feasible(records, objectives)
+    mask = pareto_mask(minimised(candidates, objectives)) if candidates else np.zeros(0, dtype=bool)
+    return sorted((r for r, keep in zip(candidates, mask, strict=True) if keep),
+                  key=lambda r: (-r.value(objectives[0]), r.number))
+
+
+def spread_over_cost(front: list[TrialRecord], objectives: tuple[str, ...], k: int) -> list[TrialRecord]:
+    """`k` members spread over the front's cost range, most accurate first: the most accurate
+    member, the cheapest, and between them the member nearest each of k - 2 evenly spaced points
+    of log cost (the study's first cost objective; ties to the cheaper). All of them when there
+    are no more than k."""
+    if len(front) <= k:
+        return list(front)
+    cost = next((o for o in objectives if OBJECTIVES[o].direction == "minimize"), None)
+    if cost is None:
+        return list(front[:k])
+    logs = {r.number: math.log(max(r.value(cost), 1e-30)) for r in front}
+    by_cost = sorted(front, key=lambda r: (logs[r.number], r.number))
+    chosen = [front[0]] + ([by_cost[0]] if k > 1 and by_cost[0] is not front[0] else [])
+    low, high = logs[by_cost[0].number], logs[by_cost[-1].number]
+    for i in range(1, k - 1):
+        if len(chosen) == k:
+            break
+        target = low + (high - low) * i / (k - 1)
+        left = [r for r in by_cost if all(r is not c for c in chosen)]
+        chosen.append(min(left, key=lambda r: (abs(logs[r.number] - target), logs[r.number])))
+    while len(chosen) < k:  # the most accurate was also the cheapest: fill from the accurate end
+        chosen.append(next(r for r in front if all(r is not c for c in chosen)))
+    return sorted(chosen, key=lambda r: (-r.value(objectives[0]), r.number))
+
+
 def rank_agreement(records: list[TrialRecord]) -> list[dict]:
     """How well each rung ranks candidates like the next one: Kendall's tau between the
     accuracies at rung k and rung k+1, over the trials that reached both (the promoted ones)."""

@@ -322,8 +322,11 @@ def verification_lines(result: dict) -> list[str]:
     images = f" on {result['train_images']:,} training images" if isinstance(result.get("train_images"), int) else ""
     lines = [f"verified    {result['of']} Pareto members at {result['steps']} steps ({result['factor']:.3g}x the "
              f"full fidelity){images}, {result['seeds']} other seed(s), in {format_duration(result['seconds'])}",
-             "rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
-             f"held        {result['held']} of {result['of']} members kept their place on the Pareto set"]
+             "scored on   " + scored_on(result)]
+    if isinstance(result.get("selection"), str):
+        lines.append("chosen      " + printable(result["selection"]))
+    lines += ["rank        Kendall tau search vs verified: " + (f"{tau:+.2f}" if tau is not None else "n/a (< 3)"),
+              f"held        {result['held']} of {result['of']} members kept their place on the Pareto set"]
     costs = result["members"][0].get("costs") if result["members"] else None
     if isinstance(costs, dict) and isinstance(costs.get("latency_runtime"), dict):
         lines.append(f"timed       all together after training, in {runtime_text(costs['latency_runtime'])}; "
@@ -334,13 +337,26 @@ def verification_lines(result: dict) -> list[str]:
              f"{r['verified_accuracy'] - r['search_accuracy']:+.2%}",
              f"{r['seed_spread']:.2%}" if r.get("seed_spread") is not None else "-",
              "yes" if r["held_place"] else "no", *_cost_cells(r), r["genome"]] for r in result["members"]]
-    lines += ["", table(rows, ["trial", "search", "verified", "change", "seed spread", "held", "MACs", "params",
+    verified = "verified (test)" if result.get("split") == "test" else "verified (val)"
+    lines += ["", table(rows, ["trial", "search (val)", verified, "change", "seed spread", "held", "MACs", "params",
                                "latency ms", "genome"])]
     if result.get("deploy"):
         lines += ["", *deploy_lines(result)]
     if result.get("baselines"):
         lines += ["", *baseline_lines(result["baselines"], result["comparison"])]
     return lines
+
+
+def scored_on(result: dict) -> str:
+    """Which images a verification's accuracies come from."""
+    split = result.get("test_split") if isinstance(result.get("test_split"), dict) else {}
+    if result.get("split") != "test":
+        return ("validation images, the split the search ranked on (a verification from before EAS scored on the "
+                "test split: optimistic; run eas verify again)")
+    images = split.get("images")
+    count = f"{images:,} " if isinstance(images, int) else ""
+    source = "the official test split" if split.get("source") == "official" else "the held-out test split"
+    return f"{count}images of {source}, which neither the search nor this selection saw"
 
 
 DEPLOY_HEADERS = ["trial", "deployable", "float top-1", "max diff", "ms", "size",

@@ -61,7 +61,7 @@ def check_schema(stored: object, name: str) -> int:
 SETTING_TYPES = {"space_name": str, "space": dict, "data": str, "objectives": list, "constraints": dict,
                  "fidelity": dict, "sampler": str, "seed": int, "device": str, "meter": str, "warm_start": bool,
                  "population": int, "multi_fidelity": dict, "runtime": dict, "supernet": dict,
-                 "evaluator": str}
+                 "evaluator": str, "test_split": dict}
 EAGER_TORCH = {"name": "torch", "threads": None, "batch": 32}
 
 
@@ -137,6 +137,9 @@ class SearchSettings:
     # An evaluation given from Python instead of training (eas.search(evaluator=...)), by its
     # name, "python:<name>"; empty: candidates are trained. A worker cannot rebuild it.
     evaluator: str = ""
+    # The test split claims are scored on (eas.data.datasets.Dataset.test_split): {"source",
+    # "images", "fingerprint"}, recorded when the study is created; empty in studies created before.
+    test_split: dict = field(default_factory=dict)
 
     # What must match when a study is resumed: anything that changes what a result means
     # (the seed fixes the train/validation split and each candidate's initialisation).
@@ -173,4 +176,13 @@ class SearchSettings:
             # a supernet is the same one when its hash is (its trust may have been measured since)
             return settings.supernet.get("hash") if name == "supernet" else getattr(settings, name)
 
-        return [k for k in self.MUST_MATCH if key(self, k) != key(stored, k)]
+        different = [k for k in self.MUST_MATCH if key(self, k) != key(stored, k)]
+        return different + (["test split"] if self.test_split_differs(stored) else [])
+
+    def test_split_differs(self, stored: SearchSettings) -> bool:
+        """The data's test split is not the stored study's: its recorded fingerprint differs, or
+        (a study created before splits were recorded) the data has no official test split and a
+        seed other than 0, whose training and validation split the fixed test split has changed."""
+        if stored.test_split:
+            return bool(self.test_split) and self.test_split.get("fingerprint") != stored.test_split.get("fingerprint")
+        return self.test_split.get("source") == "held out" and stored.seed != 0

@@ -315,7 +315,7 @@ def test_verify_rescales_steps_by_batch_and_pools_the_seeds_interval():
     assert steps_at_batch(90, study_batch=128, batch=256) == 45
     assert steps_at_batch(90, study_batch=128, batch=64) == 180
     record = TrialRecord(number=3, state="complete", genome="g", metrics={"accuracy": 0.7})
-    runs = [{"accuracy": 0.80, "val_images": 100}, {"accuracy": 0.90, "val_images": 100}]
+    runs = [{"accuracy": 0.80, "images": 100}, {"accuracy": 0.90, "images": 100}]
     row = verified_row(record, runs)
     assert row["verified_accuracy"] == pytest.approx(0.85)
     assert row["verified_interval"] == pytest.approx(list(wilson_interval(170, 200)))  # not the first seed's

@@ -163,6 +163,7 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     refused = run_eas("verify", "s", "--baselines", "mobilenet_v3_small@0.35", "--seeds", "1", env=env, cwd=tmp_path)
     assert_user_error(refused, "at least 2 seeds")
     assert_user_error(run_eas("verify", "s", "--baselines", "mobilenet_v2@abc", env=env, cwd=tmp_path), "abc")
+    assert_user_error(run_eas("verify", "s", "--top", "100", env=env, cwd=tmp_path), "the Pareto set of study 's' has")
     args = ["verify", "s", "--top", "2", "--factor", "1", "--baselines", "mobilenet_v3_small@0.35",
             "--augment", "auto", "--json"]
     earlier = _stored_runs(studies / "s.db")  # another test's plain verify of the shared study may have stored some
@@ -185,6 +186,9 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     assert {k: after[k] for k in before} == before  # nothing finished was trained again or overwritten
     assert len(after) - len(earlier) == 2 * models
     assert found["recipe"]["augment"] == "shift"  # auto on digits: shifted, never flipped
+    # Scored on the held-out test split the study recorded when it was created, never on validation
+    assert found["split"] == "test" and found["test_split"]["source"] == "held out" and found["test_split"]["recorded"]
+    assert all(m["verified_interval"][0] <= m["verified_accuracy"] for m in found["members"])
     baseline, adapted = found["baselines"]
     assert baseline["name"] == "mobilenet_v3_small@0.35" and baseline["seeds"] == 2
     assert baseline["costs"]["latency_ms"] > 0 and baseline["costs"]["macs"] > 0
@@ -195,6 +199,7 @@ def test_verify_with_baselines_killed_midway_resumes_without_training_again(smal
     shown = run_eas("show", "s", env=env, cwd=tmp_path)
     assert "mobilenet_v3_small@0.35" in shown.stdout and "hypervolume front" in shown.stdout
     assert "recipe      augment shift" in shown.stdout
+    assert "scored on   270 images of the held-out test split, which neither the search nor" in shown.stdout
     again = json.loads(run_eas(*args, env=env, cwd=tmp_path).stdout)
     assert again["trained"] == 0 and [m["verified_accuracy"] for m in again["members"]] == \
         [m["verified_accuracy"] for m in found["members"]]

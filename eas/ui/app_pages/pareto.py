@@ -22,6 +22,7 @@ from eas.reports.summary import (
     pareto_rows,
     predictor_lines,
     runtime_lines,
+    scored_on,
 )
 from eas.ui.common import selected_study
 
@@ -62,6 +63,8 @@ with right:
     if overlay:
         figure = add_verified(figure, verified_rows(latest), x, y)
     st.plotly_chart(figure, width="stretch", key="pareto_chart")
+    if overlay:
+        st.caption(markdown_text("Retrained accuracies on " + scored_on(latest) + "; the trials' on validation."))
 
 front = filtered_front(front_of(study.records, rows, objectives), limits)
 suggested = knee(front, objectives)

@@ -3,7 +3,7 @@ import streamlit as st
 from eas.reports.explorer import markdown_text
 from eas.reports.figures import history_figure
 from eas.reports.front import footprint, rank_agreement, rung_counts, time_split_total
-from eas.reports.summary import baseline_lines, smaller_rungs_text, split_text
+from eas.reports.summary import baseline_lines, scored_on, smaller_rungs_text, split_text
 from eas.reports.time_to_beat import runtime_words, time_to_beat, time_to_beat_lines
 from eas.ui.common import cached_history, selected_study
 from eas.units import format_duration
@@ -63,6 +63,8 @@ if study.verification:
     st.caption(markdown_text(f"{latest.get('held')} of {latest.get('of')} members held their place; Kendall tau "
                              f"search vs verified {tau:+.2f}" if tau is not None else
                              f"{latest.get('held')} of {latest.get('of')} members held their place"))
+    st.caption(markdown_text("Verified accuracies on " + scored_on(latest) + "; the search's on its validation "
+                             "images."))
     st.dataframe([{k: m.get(k) for k in ("trial", "search_accuracy", "verified_accuracy", "seed_spread",
                                          "held_place")} for m in latest.get("members", []) if isinstance(m, dict)],
                  hide_index=True, width="stretch", key="verification_table")
