@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmark script
 import device_formats  # noqa: E402
 import earlier_runs  # noqa: E402
 import fair_fight  # noqa: E402
+import fidelity_bias  # noqa: E402
 import int8_bits  # noqa: E402
 import microcontroller_fight  # noqa: E402
 import microcontroller_truth  # noqa: E402
@@ -184,6 +185,8 @@ def tables(results: Path = units.RESULTS) -> dict[str, Callable[[], str]]:
             "device_formats/all": lambda: device_formats.table(results),
             "int8_bits/all": lambda: int8_bits.table(results),
             "fair_fight/mobile-28px": lambda: fair_fight.table(results),
+            "fair_fight/held-out": lambda: fair_fight.held_out_table(results),
+            "fidelity_bias/mobile": lambda: fidelity_bias.table(results),
             "microcontroller_fight/64kB-256kB": lambda: microcontroller_fight.table(results),
             "resolution_fidelity/mobile": lambda: resolution_fidelity.table(results)}
     made.update({f"{name}/earlier-run": (lambda name=name: earlier_runs.table(name, results))

@@ -112,11 +112,21 @@ def cheapest_reaching(baseline: dict, members: list[dict], field: str) -> dict |
     return min(reaching, key=lambda m: _cost(m, field), default=None)
 
 
+def covers(member: dict, baseline: dict, field: str = "latency_ms") -> bool:
+    """The member is as accurate as the baseline within the noise (the upper end of the gain's
+    95% interval is not below zero) and costs no more in `field` (an unmeasured cost never does)."""
+    return _cost(member, field) <= _cost(baseline, field) and accuracy_gain(member, baseline)["interval"][1] >= 0
+
+
 def hypervolume_of_rows(rows: list[dict], objectives: tuple[str, ...], reference_point: dict) -> float:
     """Normalised hypervolume of verified models (accuracy replaced by the verified one); a model
     with a cost not measured (NaN) or beyond the reference point adds nothing."""
     metrics = [{**row["costs"], "accuracy": row["verified_accuracy"]} for row in rows]
     return hypervolume_of_points(minimised_values(metrics, objectives, reference_point))
+
+
+def _best(rows: list[dict]) -> float:
+    return max(row["verified_accuracy"] for row in rows)
 
 
 def _median(values: list[float]) -> float | None:
@@ -146,10 +156,16 @@ def compare(members: list[dict], baselines: list[dict], objectives: tuple[str, .
                for f in families}
     front = hypervolume_of_rows(members, objectives, reference_point)
     best = max(volumes.values(), default=0.0)
-    summary = {"hypervolume_ratio": front / best if best > 0 else None}
+    union = hypervolume_of_rows(baselines, objectives, reference_point)
+    summary = {"hypervolume_ratio": front / best if best > 0 else None,
+               "hypervolume_ratio_union": front / union if union > 0 else None,
+               # the share of baselines some member matches within the noise at no more deployed latency
+               "coverage": sum(any(covers(m, b) for m in members) for b in baselines) / len(baselines)
+               if baselines else None,
+               "best_gain": _best(members) - _best(baselines) if members and baselines else None}
     for name in COMPARED_COSTS:
         summary[f"gain_at_{name}"] = _median([r[f"at_{name}"]["gain"] for r in per_member if r[f"at_{name}"]])
         summary[f"{name}_ratio_at_accuracy"] = _median([r[f"{name}_ratio"] for r in per_baseline
                                                         if r[f"{name}_ratio"] is not None])
     return {"members": per_member, "baselines": per_baseline,
-            "hypervolume": {"front": front, "families": volumes}, "summary": summary}
+            "hypervolume": {"front": front, "families": volumes, "all_baselines": union}, "summary": summary}

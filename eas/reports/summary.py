@@ -431,6 +431,13 @@ def baseline_lines(baselines: list[dict], comparison: dict) -> list[str]:
     ratio = summary.get("hypervolume_ratio")
     lines.append(f"hypervolume front {volumes['front']:.4f}, {families}: "
                  + (f"{ratio:.2f}x the better family" if ratio is not None else "no family inside the reference point"))
+    union = summary.get("hypervolume_ratio_union")
+    if union is not None:
+        lines.append(f"            {union:.2f}x that of all the baselines together")
+    coverage, best = summary.get("coverage"), summary.get("best_gain")
+    if coverage is not None and best is not None:
+        lines.append(f"coverage    {coverage:.0%} of the baselines matched within the noise at no more latency by "
+                     f"a member; the best member {_points(best)} against the best baseline")
     for name in ("macs", "latency"):
         label = "MACs" if name == "macs" else "latency"
         cost_ratio = summary.get(f"{name}_ratio_at_accuracy")

@@ -101,6 +101,22 @@ def test_a_front_that_dominates_a_family_wins_on_every_count():
     assert reversed_roles["gain_at_macs"] < 0 and reversed_roles["hypervolume_ratio"] < 1
 
 
+def test_coverage_counts_the_baselines_a_member_matches_within_the_noise_at_no_more_latency():
+    from eas.nas.baselines import covers
+
+    members = [model(0.80, 10, 1.0, trial=1), model(0.70, 5, 0.5, trial=2)]
+    baselines = [model(0.805, 12, 1.2, name="a", family="f"),  # within the noise, costlier: covered
+                 model(0.90, 20, 2.0, name="b", family="f"),  # far more accurate: not covered
+                 model(0.60, 1, 0.1, name="c", family="g")]  # faster than every member: not covered
+    assert covers(members[0], baselines[0]) and not covers(members[0], baselines[1])
+    assert not covers(members[1], baselines[2]) and not covers(model(0.9, 1, math.nan), baselines[2])
+    summary = compare(members, baselines, OBJECTIVES, REFERENCE)["summary"]
+    assert summary["coverage"] == pytest.approx(1 / 3) and summary["best_gain"] == pytest.approx(-0.10)
+    volumes = compare(members, baselines, OBJECTIVES, REFERENCE)["hypervolume"]
+    assert volumes["all_baselines"] >= max(volumes["families"].values())
+    assert summary["hypervolume_ratio_union"] == pytest.approx(volumes["front"] / volumes["all_baselines"])
+
+
 def test_a_family_beyond_the_reference_point_has_no_volume_and_no_ratio():
     found = compare([model(0.8, 10, trial=1)], [model(0.9, 500, name="big@1", family="big")], OBJECTIVES,
                     REFERENCE)
