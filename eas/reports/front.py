@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from eas.errors import UserError
-from eas.objectives import OBJECTIVES
+from eas.objectives import OBJECTIVES, Constraints
 from eas.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
 from eas.study import schema
 from eas.study.records import TrialRecord, counts
@@ -121,6 +121,30 @@ def spread_over_cost(front: list[TrialRecord], objectives: tuple[str, ...], k: i
     while len(chosen) < k:  # the most accurate was also the cheapest: fill from the accurate end
         chosen.append(next(r for r in front if all(r is not c for c in chosen)))
     return sorted(chosen, key=lambda r: (-r.value(objectives[0]), r.number))
+
+
+APPROACHED = 0.5  # a Pareto set whose costliest member uses less of a limit than this never came near it
+
+
+def unapproached_limits(records: list[TrialRecord], objectives: tuple[str, ...], constraints: dict) -> list[dict]:
+    """The counted or measured limits the strict Pareto set never came near: for each, the limit,
+    the costliest member's value and that of the costliest complete trial. A limit the search
+    never approached did not shape the front: something else (the fidelity, the budget) did."""
+    front = strict_front(records, objectives)
+    if not front or not isinstance(constraints, dict):
+        return []
+    def finite(among: list[TrialRecord], metric: str) -> list[float]:
+        values = [r.metrics.get(metric) for r in among]
+        return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+    found = []
+    for name, metric in Constraints.METRICS.items():
+        limit, values = constraints.get(name), finite(front, metric)
+        if not isinstance(limit, (int, float)) or limit <= 0 or not values or max(values) >= APPROACHED * limit:
+            continue
+        found.append({"limit": name, "metric": metric, "value": float(limit), "front_max": max(values),
+                      "trials_max": max(finite(feasible(records, objectives), metric))})
+    return found
 
 
 def rank_agreement(records: list[TrialRecord]) -> list[dict]:

@@ -12,6 +12,7 @@ from eas.reports.front import (
     rank_agreement,
     rung_counts,
     time_split_total,
+    unapproached_limits,
 )
 from eas.study.queue import budget_text
 from eas.study.records import counts
@@ -242,12 +243,26 @@ def study_lines(name: str, settings: dict, records, objectives, reference) -> li
         table(pareto_rows(front, knee_record, columns, native_resolution(settings)), pareto_headers(columns)) if front
         else "  (no complete feasible trial yet)",
     ]
+    lines.extend(limit_lines(unapproached_limits(records, objectives, settings.get("constraints"))))
     sources = {r.metrics.get("energy_source") for r in front}
     if "estimated" in sources:
         lines.append("energy: estimated from CPU time x watts per core (no energy counter was readable)")
     lines.extend(runtime_lines(front))
     lines.extend(predictor_lines(settings, records))
     return lines
+
+
+def limit_lines(unapproached: list[dict]) -> list[str]:
+    """One line per limit the Pareto set never came near (eas.reports.front.unapproached_limits)."""
+    def shown(metric: str, value: float) -> str:
+        return f"{value:.3g} ms" if metric == "latency_ms" else human_bytes(value) if metric.endswith("bytes") \
+            or metric.endswith("_inference") else human(value)
+
+    return [f"limit       {u['limit']} {shown(u['metric'], u['value'])} never approached: the Pareto set's costliest "
+            f"member uses {shown(u['metric'], u['front_max'])} ({u['front_max'] / u['value']:.0%}), the costliest "
+            f"complete trial {shown(u['metric'], u['trials_max'])}; the front's accurate end is not where the limit "
+            "stands (the search's fidelity favours networks that learn fast: docs/benchmarks.md)"
+            for u in unapproached]
 
 
 def runtime_text(provenance: dict) -> str:

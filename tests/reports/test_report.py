@@ -159,3 +159,24 @@ def test_correlated_costs_count_once_in_the_knee_and_units_do_not_matter():
     rescaled = [TrialRecord(r.number, r.state, r.genome, {**r.metrics, "macs": r.metrics["macs"] * 1000})
                 for r in front]
     assert knee(rescaled, ("accuracy", "macs")).number == one
+
+
+def test_show_says_when_the_front_never_approached_a_limit():
+    from eas.reports.front import unapproached_limits
+    from eas.reports.summary import limit_lines
+    from eas.study.records import TrialRecord
+
+    def trial(number: int, accuracy: float, macs: float, params: float) -> TrialRecord:
+        return TrialRecord(number, "complete", f"g{number}", {"accuracy": accuracy, "macs": macs, "params": params})
+
+    records = [trial(0, 0.80, 1.0e6, 50e3), trial(1, 0.82, 1.9e6, 90e3), trial(2, 0.78, 6.4e6, 400e3)]
+    objectives = ("accuracy", "macs")
+    found = unapproached_limits(records, objectives, {"max_macs": 20e6, "max_params": 100e3})
+    assert [(u["limit"], u["front_max"], u["trials_max"]) for u in found] == [("max_macs", 1.9e6, 6.4e6)]
+    line, = limit_lines(found)
+    assert line.startswith("limit       max_macs 20M never approached: the Pareto set's costliest member uses "
+                           "1.9M (10%), the costliest complete trial 6.4M")
+    # a front that reaches half the limit, or a study without limits, says nothing
+    assert unapproached_limits(records + [trial(3, 0.9, 10e6, 1e5)], objectives, {"max_macs": 20e6}) == []
+    assert unapproached_limits(records, objectives, {}) == []
+    assert unapproached_limits([], objectives, {"max_macs": 1}) == []
