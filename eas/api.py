@@ -160,7 +160,8 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
         options: any other `eas search` option by its Python name: epochs, subset, rungs, eta,
             batch_size, lr, device, runtime, runtime_threads, warm_start, trial_timeout, ...
             `rung_resolution=0.7` trains and ranks the rungs below the top on images at 0.7x the
-            input size (the top rung continues at full size).
+            input size (the top rung continues at full size). `rung_bands=3` ranks each
+            candidate at a rung only among the results in its tercile of MACs.
             `baselines=["mobilenet_v3_small@0.35,0.5"]` trains those hand-designed networks first (as
             published and adapted), as the candidates are trained; `SearchResult.time_to_beat` then
             says how long the search took to beat them.

@@ -203,6 +203,10 @@ def search_command(
         "--rung-resolution", help="Train and rank candidates at this fraction of their input size on the rungs "
         "below the top (0.5..1; e.g. 0.7: 20 px for 28-px images, EcoNAS-style); the top rung continues the "
         "same weights at full size.")] = 1.0,
+    rung_bands: Annotated[int, typer.Option(
+        "--rung-bands", help="Rank each candidate at a rung only among the results in its own band of MACs "
+        "(quantiles: each band about 1/N of them), so large networks compete with large ones.", min=1,
+        max=5)] = 1,
     population: Annotated[int, typer.Option("--population", help="NSGA-II population size.", min=2,
                                             max=10_000)] = 16,
     seed: SeedOption = 0,
@@ -256,6 +260,7 @@ def search_command(
         strict=strict, objectives=objectives, max_macs=max_macs,
         max_params=max_params, max_latency=max_latency, max_memory=max_memory, max_sram=max_sram,
         max_flash=max_flash, sampler=sampler, rungs=rungs, eta=eta, rung_resolution=rung_resolution,
+        rung_bands=rung_bands,
         population=population, seed=seed, study=study, storage=storage, workers=workers, device=device,
         target=target, meter=meter, epochs=epochs, subset=subset, max_steps=max_steps, batch_size=batch_size, lr=lr,
         precision=precision, trial_timeout=trial_timeout, warm_start=warm_start, queue=queue, runtime=runtime,

@@ -30,7 +30,7 @@ from eas.nas import one_shot
 from eas.nas.budget import Budget
 from eas.nas.candidate import Candidate, counted_metrics
 from eas.nas.proposals import SAMPLERS, ConstraintAwareSampler, space_distributions
-from eas.nas.rungs import RANKING_WINDOW, Ladder, decide, rung_points
+from eas.nas.rungs import RANKING_WINDOW, Ladder, decide, rung_points, same_band
 from eas.objectives import OBJECTIVES, Constraints
 from eas.objectives import measured as measured_objective
 from eas.provenance import versions
@@ -368,6 +368,8 @@ class TrialRunner:
         RANKING_WINDOW of them)."""
         self.live.refresh()
         results = [*self.live.results_at(rung, excluding=number, last=RANKING_WINDOW - 1), record]
+        band = same_band([r.get("macs", math.nan) for r in results], len(results) - 1, self.ladder.bands)
+        results = [results[i] for i in band]  # with cost bands: ranked among its own band only
         points = rung_points(results, self.settings.objectives, self.live.reference)
         return decide(points, len(results) - 1, self.ladder.eta)
 

@@ -14,6 +14,10 @@ exact costs), ties broken by each point's hypervolume contribution within its fr
 on only when it is among the best ceil(n / eta) of the n results: asynchronous successive
 halving in its stopping form (as Syne Tune's MOASHA), so no worker waits for another.
 The first candidate at each rung always continues: a search shows a full-fidelity result early.
+With cost bands (`bands` > 1), a candidate is ranked only among the rung's results in its own
+band of MACs (quantiles of the results there: each band holds about 1/bands of them), so large
+networks, which learn more slowly, compete with large ones instead of being stopped by small
+ones that lead after a short training (issue 49).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ LOW_RUNG_RECALIBRATION = 256
 # The smallest fraction of the input size a lower rung may train at: measured down to 0.5
 # (14 px of 28: tau +0.48); below it nothing says the ranking holds.
 MIN_RUNG_RESOLUTION = 0.5
+MAX_RUNG_BANDS = 5
 
 
 @dataclass(frozen=True)
@@ -45,19 +50,21 @@ class Ladder:
     steps: tuple[int, ...]  # cumulative optimiser steps at the end of each rung
     eta: int = 3
     resolution: float = 1.0  # the fraction of the input size the rungs below the top train at
+    bands: int = 1  # cost bands a candidate is ranked within at each rung (1: among all results)
 
     @classmethod
-    def make(cls, top_steps: int, rungs: int, eta: int, resolution: float = 1.0) -> Ladder:
+    def make(cls, top_steps: int, rungs: int, eta: int, resolution: float = 1.0, bands: int = 1) -> Ladder:
         if not 1 <= rungs <= 6:
             raise UserError(f"--rungs must be 1..6 (got {rungs})")
         if not 2 <= eta <= 10:
             raise UserError(f"--eta must be 2..10 (got {eta})")
         resolution = check_rung_resolution(resolution, rungs)
+        bands = check_rung_bands(bands, rungs)
         steps = [max(1, math.ceil(top_steps / eta ** (rungs - 1 - k))) for k in range(rungs)]
         if top_steps < eta ** (rungs - 1):
             raise UserError(f"{rungs} rungs with eta {eta} need a top fidelity of at least {eta ** (rungs - 1)} "
                             f"optimiser steps (it has {top_steps}); raise --epochs/--subset or use fewer --rungs")
-        return cls(tuple(steps), eta, resolution)
+        return cls(tuple(steps), eta, resolution, bands)
 
     @property
     def top(self) -> int:
@@ -81,14 +88,16 @@ class Ladder:
         return 1.0 if rung == self.top else self.resolution
 
     def to_dict(self) -> dict:
-        # Written only when lower: a ladder at full size is stored as before, so older studies resume.
-        return {"steps": list(self.steps), "eta": self.eta, **({"resolution": self.resolution}
-                                                                if self.resolution != 1.0 else {})}
+        # Written only when not the default: such a ladder is stored as before, so older studies resume.
+        return {"steps": list(self.steps), "eta": self.eta,
+                **({"resolution": self.resolution} if self.resolution != 1.0 else {}),
+                **({"bands": self.bands} if self.bands != 1 else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> Ladder:
         steps = tuple(int(s) for s in data["steps"])
-        return cls(steps, int(data["eta"]), check_rung_resolution(data.get("resolution", 1.0), len(steps)))
+        return cls(steps, int(data["eta"]), check_rung_resolution(data.get("resolution", 1.0), len(steps)),
+                   check_rung_bands(data.get("bands", 1), len(steps)))
 
 
 def check_rung_resolution(resolution, rungs: int) -> float:
@@ -100,6 +109,28 @@ def check_rung_resolution(resolution, rungs: int) -> float:
     if rungs == 1 and resolution != 1.0:
         raise UserError("the rung resolution is for the rungs below the top: it needs --rungs 2 or more")
     return float(resolution)
+
+
+def check_rung_bands(bands, rungs: int) -> int:
+    """The number of cost bands candidates are ranked within at each rung, checked."""
+    if isinstance(bands, bool) or not isinstance(bands, int) or not 1 <= bands <= MAX_RUNG_BANDS:
+        raise UserError(f"the rung bands must be a whole number from 1 to {MAX_RUNG_BANDS} (got {bands!r})")
+    if rungs == 1 and bands != 1:
+        raise UserError("rung bands rank candidates at the rungs below the top: they need --rungs 2 or more")
+    return bands
+
+
+def same_band(costs: list[float], index: int, bands: int) -> list[int]:
+    """The positions of the results in the same cost band as `costs[index]`: bands are quantiles
+    of the results by cost (ties kept in the results' order), so each holds about 1/bands of them.
+    A missing cost (NaN) sorts last."""
+    if bands <= 1 or len(costs) <= 1:
+        return list(range(len(costs)))
+    values = np.nan_to_num(np.asarray(costs, dtype=float), nan=np.inf)
+    place = np.empty(len(values), dtype=int)
+    place[np.argsort(values, kind="stable")] = np.arange(len(values))
+    band = place * bands // len(values)
+    return np.flatnonzero(band == band[index]).tolist()
 
 
 def order(points: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from eas.nas.budget import Budget
 from eas.nas.candidate import counted_metrics
 from eas.nas.one_shot import read_trust
 from eas.nas.proposals import SAMPLERS
-from eas.nas.rungs import Ladder, check_rung_resolution
+from eas.nas.rungs import Ladder, check_rung_bands, check_rung_resolution
 from eas.objectives import Constraints, parse_objectives
 from eas.study import schema
 from eas.study.queue import QueuedStudy, Run, save
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
                strict=False, objectives="accuracy,macs,params,energy", max_macs=None, max_params=None,
                max_latency=None, max_memory=None, max_sram=None, max_flash=None, sampler="tpe", rungs=3, eta=3,
-               rung_resolution=1.0, population=16, seed=0, study=None,
+               rung_resolution=1.0, rung_bands=1, population=16, seed=0, study=None,
                storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
                max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
                queue=False, evaluator="", runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None,
@@ -84,6 +84,7 @@ class SearchRequest:
                             "--workers")
         objectives = parse_objectives(o["objectives"])
         check_rung_resolution(o["rung_resolution"], o["rungs"])
+        check_rung_bands(o["rung_bands"], o["rungs"])
         if o["rung_resolution"] != 1.0 and o["supernet"] is not None:
             raise UserError("--rung-resolution is for trained candidates: a one-shot search (--supernet) trains none")
         constraints = Constraints.parse(o["max_macs"], o["max_params"], o["max_memory"], o["max_latency"],
@@ -175,7 +176,8 @@ def open_search(request: SearchRequest, heartbeat: int = 10, priority: int = 0) 
     o = request.options
     torch_device = resolve_device(o["device"])
     task = load_dataset(o["data"], seed=o["seed"], strict=o["strict"])
-    ladder = Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"], o["rung_resolution"])
+    ladder = Ladder.make(request.fidelity.total_steps(len(task.train_y)), o["rungs"], o["eta"], o["rung_resolution"],
+                         o["rung_bands"])
     space = request.space.for_task(task.input_shape)
     runtimes.check_reachable(request.runtime, task.input_shape, task.num_classes, space)
     meter, _ = make_meter(o["meter"], cuda=torch_device.type == "cuda")

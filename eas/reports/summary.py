@@ -190,6 +190,12 @@ def smaller_rungs_text(ladder: dict) -> str | None:
     return f"below the top at {scale:g}x the input size" if isinstance(scale, float) and scale < 1 else None
 
 
+def bands_text(ladder: dict) -> str | None:
+    """What a ladder that ranks within cost bands says of it (None: among all results)."""
+    bands = ladder.get("bands")
+    return f"ranked within {bands} bands of MACs" if isinstance(bands, int) and bands > 1 else None
+
+
 def fidelity_lines(settings: dict, records) -> list[str]:
     """The rungs of a multi-fidelity study, how many reached each, and how well each ranks."""
     ladder = settings.get("multi_fidelity") or {}
@@ -197,8 +203,8 @@ def fidelity_lines(settings: dict, records) -> list[str]:
         return []
     counts = {c["rung"]: c for c in rung_counts(records)}
     agreement = {a["from_rung"]: a for a in rank_agreement(records)}
-    smaller = smaller_rungs_text(ladder)
-    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}{'; ' + smaller if smaller else ''}): "
+    notes = [text for text in (smaller_rungs_text(ladder), bands_text(ladder)) if text]
+    lines = [f"rungs       {len(ladder['steps'])} (eta {ladder['eta']}{''.join('; ' + n for n in notes)}): "
              + ", ".join(f"rung {k} at {steps} steps: {counts.get(k, {}).get('finished', 0)} finished"
                          for k, steps in enumerate(ladder["steps"]))]
     for k in range(len(ladder["steps"]) - 1):

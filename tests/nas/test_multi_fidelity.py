@@ -371,3 +371,35 @@ def test_a_ladder_may_train_its_lower_rungs_on_smaller_images_and_stores_a_full_
             Ladder.from_dict({"steps": [10, 30, 90], "eta": 3, "resolution": planted})
     with pytest.raises(UserError, match="--rungs 2 or more"):
         Ladder.make(90, 1, 3, resolution=0.7)
+
+
+def test_cost_bands_split_a_rungs_results_into_quantiles_of_macs():
+    from eas.nas.rungs import same_band
+    from eas.reports.summary import bands_text
+
+    costs = [5.0, 1.0, 3.0, 2.0, 4.0, 6.0]
+    assert same_band(costs, 0, 2) == [0, 4, 5] and same_band(costs, 1, 2) == [1, 2, 3]
+    assert same_band(costs, 0, 3) == [0, 5] and same_band(costs, 0, 1) == list(range(6))
+    assert same_band([1.0, float("nan"), 2.0, None], 1, 2) == [1, 3]  # a missing cost ranks with the costliest
+    assert same_band([7.0], 0, 3) == [0]  # the first result at a rung is alone in its band
+    ladder = Ladder.make(90, 3, 3, bands=3)
+    assert ladder.to_dict() == {"steps": [10, 30, 90], "eta": 3, "bands": 3}
+    assert Ladder.from_dict(ladder.to_dict()) == ladder
+    assert Ladder.from_dict({"steps": [10, 30, 90], "eta": 3}).bands == 1 and bands_text(ladder.to_dict())
+    for planted in (0, 6, 2.5, "2", True, None):  # a shared study is input too
+        with pytest.raises(UserError, match="rung bands must be"):
+            Ladder.from_dict({"steps": [10, 30, 90], "eta": 3, "bands": planted})
+    with pytest.raises(UserError, match="--rungs 2 or more"):
+        Ladder.make(90, 1, 3, bands=2)
+
+
+def test_with_cost_bands_a_candidate_is_ranked_only_among_its_own_band(tmp_path):
+    import eas
+
+    result = eas.search(space="tiny", data="digits", trials=8, epochs=2, rungs=2, eta=2, rung_bands=2,
+                        warm_start=False, sampler="random", study="bands", storage=f"sqlite:///{tmp_path}/b.db")
+    ranked = [r.attrs["rungs"][0] for r in result.records if r.attrs.get("rungs")]
+    assert len(ranked) == 8
+    # Without bands the last decision ranks among all 8 results at rung 0; within 2 bands, about half
+    assert max(r["results"] for r in ranked) <= 5 and ranked[-1]["results"] < 8
+    assert result.records[0].state in ("complete", "stopped")
