@@ -15,13 +15,16 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from eas import arguments
 from eas.application import passive_threads
-from eas.errors import UserError
+from eas.errors import ArgumentTypeError, UserError
 from eas.lazy import lazy_import
+from eas.nas import search_options
 from eas.objectives import DEFAULT_OBJECTIVES, Constraints
 from eas.study.records import TrialRecord
 from eas.study.storage import default_url, studies_dir
@@ -85,18 +88,27 @@ class SearchResult:
                 **front_views.front_document(list(self.records), self.objectives, self.reference)}
 
 
-def _data_spec(data) -> str:
-    """A dataset spec for the study to store. Arrays given from Python, (x, y), are written once
-    into the studies folder, named by their content, so a resumed search and its workers read
-    the same images."""
+def _data_spec(data, where: str = "eas.search") -> str:
+    """A dataset spec for the study to store. Arrays given from Python, (x, y), are checked first
+    (shapes, size, values, labels: nothing is written for refused data), then written once into
+    the studies folder, named by their content, so a resumed search and its workers read the same
+    images."""
     if isinstance(data, str):
-        return data
+        return arguments.text(where, "data", data)
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise UserError("data must be a dataset name or spec (digits, fashion-mnist, npz:PATH, ...) or a pair "
-                        "(x, y) of arrays: images (N, H, W), (N, C, H, W) or (N, H, W, C) and labels (N,)")
-    x, y = (np.asarray(a) for a in data)
-    digest = hashlib.sha256(x.tobytes() + str((x.shape, x.dtype)).encode() + y.tobytes()).hexdigest()[:16]
-    path = (studies_dir() / "data" / f"arrays-{digest}.npz").resolve()
+        raise ArgumentTypeError(f"{where}: data must be a dataset name or spec (digits, fashion-mnist, npz:PATH, ...) "
+                                "or a pair (x, y) of arrays: images (N, H, W), (N, C, H, W) or (N, H, W, C) and labels "
+                                f"(N,) (got {arguments.shown(data)})")
+    try:
+        x, y = (np.asarray(a) for a in data)
+    except (ValueError, TypeError) as error:  # a ragged list, say
+        raise UserError(f"{where}: data's images and labels must each be one array of numbers "
+                        f"({str(error).splitlines()[0][:120]})") from None
+    datasets.checked_arrays(x, y, f"{where}: data")
+    digest = hashlib.sha256(np.ascontiguousarray(x).data)  # the same bytes as x.tobytes(), without the copy
+    digest.update(str((x.shape, x.dtype)).encode())
+    digest.update(np.ascontiguousarray(y).data)
+    path = (studies_dir() / "data" / f"arrays-{digest.hexdigest()[:16]}.npz").resolve()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial.npz")
@@ -109,12 +121,13 @@ def _data_spec(data) -> str:
 LIMITS = ("max_macs", "max_params", "max_latency", "max_memory", "max_sram", "max_flash")
 
 
-def _limits(constraints: dict | None) -> dict[str, str | None]:
+def _limits(constraints: dict | None, where: str) -> dict[str, str | None]:
     """{"max_macs": "20M", ...} as the command line's texts; an unknown limit is one line."""
-    given = dict(constraints or {})
+    given = dict(arguments.mapping(where, "constraints", constraints, optional=True) or {})
     unknown = sorted(set(given) - set(LIMITS))
     if unknown:
-        raise UserError(f"unknown constraint {unknown[0]!r} (known: {', '.join(LIMITS)})")
+        raise UserError(f"{where}: unknown constraint {unknown[0]!r} (known: {', '.join(LIMITS)})")
+    search_options.check_options(given, where)
     return {k: (None if v is None else str(v)) for k, v in given.items()}
 
 
@@ -123,8 +136,8 @@ def _sampler(sampler) -> tuple[str, object | None]:
     if isinstance(sampler, str):
         return sampler, None
     if not all(callable(getattr(sampler, m, None)) for m in ("sample_relative", "sample_independent")):
-        raise UserError(f"sampler must be a name (tpe, evolution, nsga2, gp, random) or an Optuna sampler instance "
-                        f"(got {type(sampler).__name__})")
+        raise ArgumentTypeError("eas.search: sampler must be a name (tpe, evolution, nsga2, gp, random) or an Optuna "
+                                f"sampler instance (got {arguments.shown(sampler)})")
     return f"{session.FROM_PYTHON}{type(sampler).__name__}", sampler
 
 
@@ -172,19 +185,24 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
     Raises:
         UserError: a bad option, data or space (one line, as the command line prints it).
     """
+    where = "eas.search"
+    search_options.check_options({"space": space, "budget": budget, "trials": trials, "cpu_budget": cpu_budget,
+                                  "objectives": objectives, "study": study, "storage": storage, "seed": seed,
+                                  **options}, where)
+    arguments.function(where, "on_trial", on_trial, optional=True)
+    arguments.function(where, "evaluator", evaluator, optional=True)
+    limits = _limits(constraints, where)
+    sampler_name, instance = _sampler(sampler)
     passive_threads()
     if evaluator is not None:
-        if not callable(evaluator):
-            raise UserError(f"evaluator must be a function of the architecture (got {type(evaluator).__name__})")
         options.setdefault("rungs", 1)  # each candidate is evaluated once: there is nothing to train in rungs
         # stored with the study: resuming it without one (or a worker joining it) is refused, since
         # trained accuracies and the evaluator's must never mix in one front
         options["evaluator"] = session.FROM_PYTHON + getattr(evaluator, "__qualname__", type(evaluator).__name__)
-    sampler_name, instance = _sampler(sampler)
     request = session.SearchRequest.make(
-        space=space, data=_data_spec(data), budget=budget, trials=trials, cpu_budget=cpu_budget,
+        space=space, data=_data_spec(data, where), budget=budget, trials=trials, cpu_budget=cpu_budget,
         objectives=list(objectives), study=study, storage=storage, sampler=sampler_name, seed=seed,
-        **_limits(constraints), **options)
+        **limits, **options)
     opened = session.open_search(request)
     live = live_view.LiveStudy(opened.reader, opened.settings.objectives, opened.reader.reference)
     wrapped = loop.make_sampler(opened.settings, opened.space, opened.task, live, seed, base=instance) \
@@ -199,7 +217,8 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
 
 def open_study(study: str, storage: str | None = None) -> SearchResult:
     """A stored study, read-only: the same result object a search returns."""
-    url = storage or default_url(study)
+    arguments.text("eas.open_study", "study", study)
+    url = arguments.text("eas.open_study", "storage", storage, optional=True) or default_url(study)
     loaded = reader.load_study(url, study)
     return SearchResult(study, url, "", 0, tuple(loaded.records), loaded.objectives, loaded.reference,
                         loaded.baselines)
@@ -217,12 +236,16 @@ def evaluate(genome: str, data: str | tuple = "digits", *, epochs: float = 1.0, 
         dict: every metric with its source (accuracy and its interval, MACs, params, latency,
         energy, the time split).
     """
-    passive_threads()
-    task = datasets.load_dataset(_data_spec(data), seed=seed)
-    limits = Constraints.parse(**{k.removeprefix("max_"): v for k, v in _limits(constraints).items()})
+    where = "eas.evaluate"
+    arguments.text(where, "genome", genome)
+    search_options.check_options({"epochs": epochs, "subset": subset, "seed": seed, "device": device}, where)
+    limits = Constraints.parse(**{k.removeprefix("max_"): v for k, v in _limits(constraints, where).items()})
+    arch = references.arch_from_text(genome)
     fidelity = fidelities.Fidelity(epochs=epochs, subset=subset)
-    metrics = candidates.evaluate(references.arch_from_text(genome), task, fidelity, device=device, seed=seed,
-                                  constraints=limits)
+    spec = _data_spec(data, where)  # last: it may write the arrays given
+    passive_threads()
+    task = datasets.load_dataset(spec, seed=seed)
+    metrics = candidates.evaluate(arch, task, fidelity, device=device, seed=seed, constraints=limits)
     return metrics.to_dict()
 
 
@@ -238,12 +261,31 @@ def export(study: str, *, out: str | Path, pick: str = "knee", trial: int | None
     Returns:
         Path: the export folder, ready for `train`.
     """
-    wanted = device_formats.parse_formats(",".join(formats))
+    where = "eas.export"
+    arguments.text(where, "study", study)
+    out = arguments.path(where, "out", out)
+    arguments.text(where, "pick", pick, choices=("knee", "most-accurate", "smallest"))
+    arguments.whole(where, "trial", trial, 0, optional=True)
+    arguments.text(where, "storage", storage, optional=True)
+    arguments.flag(where, "force", force)
+    wanted = device_formats.parse_formats(",".join(arguments.texts(where, "formats", formats)))
     url = storage or default_url(study)
     loaded = reader.load_study(url, study)
     record = front_views.select_trial(loaded.records, loaded.objectives, trial, pick)
     exports.export_trial(record, loaded.settings, study, Path(out), force, formats=wanted)
     return Path(out)
+
+
+# What `train` takes through **plan, and the type of each (eas.training.full.TrainPlan checks ranges).
+TRAIN_CHECKS = {
+    "batch_size": partial(arguments.whole, low=2), "accumulate": partial(arguments.whole, low=1),
+    "lr": partial(arguments.number, above=0), "weight_decay": partial(arguments.number, low=0),
+    "precision": arguments.text, "patience": partial(arguments.whole, low=1, optional=True),
+    "target": partial(arguments.number, low=0, high=1, optional=True),
+    "checkpoint_steps": partial(arguments.whole, low=1), "checkpoint_minutes": partial(arguments.number, above=0),
+    "teacher": partial(arguments.path, optional=True), "augment": arguments.text,
+    "label_smoothing": partial(arguments.number, low=0), "ema": partial(arguments.number, low=0),
+}
 
 
 def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: int = 30, seed: int = 0,
@@ -259,12 +301,20 @@ def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: in
     Returns:
         dict: the efficiency report (report.json), with the deployed files' checks.
     """
-    passive_threads()
-    folder = Path(folder)
+    where = "eas.train"
+    folder = Path(arguments.path(where, "folder", folder))
+    arguments.whole(where, "epochs", epochs, 1, 100_000)
+    arguments.whole(where, "seed", seed, 0, search_options.MAX_SEED)
+    arguments.text(where, "device", device)
+    arguments.known_keywords(where, plan, TRAIN_CHECKS)
+    for name, value in plan.items():
+        TRAIN_CHECKS[name](where, name, value)
     document = full_training.read_arch(folder)
     device_formats.stored_formats(document)  # known and installed, before training
-    task = datasets.load_dataset(_data_spec(data), seed=seed)
     settings = {**(document.get("training") or {}), **plan}
-    full_training.train_exported(folder, task, full_training.TrainPlan(epochs=epochs, seed=seed, **settings), device,
-                                 show_progress=True)
+    train_plan = full_training.TrainPlan(epochs=epochs, seed=seed, **settings)
+    spec = _data_spec(data, where)  # last: it may write the arrays given
+    passive_threads()
+    task = datasets.load_dataset(spec, seed=seed)
+    full_training.train_exported(folder, task, train_plan, device, show_progress=True)
     return handover.finish_training(folder, task)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from eas.arch.blocks import Network
 from eas.arch.bounds import check_buildable
 from eas.arch.genome import Arch, arch_spec
+from eas.arguments import shown
+from eas.errors import ArgumentTypeError
 
 
 def build(arch: Arch | str, input_shape: tuple[int, int, int] = (3, 224, 224),
@@ -13,6 +15,8 @@ def build(arch: Arch | str, input_shape: tuple[int, int, int] = (3, 224, 224),
     before anything is allocated when it would exceed eas.arch.bounds."""
     if isinstance(arch, str):
         arch = Arch.decode(arch)
+    if not isinstance(arch, Arch):
+        raise ArgumentTypeError(f"eas.build: arch must be an Arch or a genome string (got {shown(arch)})")
     check_buildable(arch, input_shape, num_classes)
     spec = arch_spec(arch)
     model = Network(spec["stem"], spec["stages"], spec["head"], input_shape[0], num_classes)

@@ -172,7 +172,9 @@ class Arch:
 
     @classmethod
     def decode(cls, text: str) -> Arch:
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise GenomeError(f"a genome is a string (got {text!r:.40} ({type(text).__name__}))")
+        if not text.strip():
             raise GenomeError("empty genome")
         parts = text.strip().split("-")
         kinds = [part.split("_", 1)[0] for part in parts]

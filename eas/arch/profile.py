@@ -18,6 +18,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from eas.arch.bounds import check_shape
+from eas.arguments import shown, whole
+from eas.errors import ArgumentTypeError
+
 
 @dataclass(frozen=True)
 class LayerCost:
@@ -76,6 +80,10 @@ def profile(model: nn.Module, input_shape: tuple[int, int, int], batch_size: int
     Activation memory is reported for `batch_size`; MACs are per batch of `batch_size` too
     (batch 1 gives the per-sample numbers papers report).
     """
+    if not isinstance(model, nn.Module):
+        raise ArgumentTypeError(f"eas.profile: model must be a torch.nn.Module (got {shown(model)})")
+    input_shape = check_shape(input_shape, "eas.profile: input_shape")
+    whole("eas.profile", "batch_size", batch_size, 1, 65536)
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     shapes: dict[str, tuple[int, ...]] = {}
     leaf_io: dict[str, tuple[int, int]] = {}  # leaf module -> (input numel, output numel)

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from eas.arch.channels import make_divisible
 from eas.arch.genome import Arch, GenomeError
+from eas.arguments import text
 from eas.errors import UserError
 
 REFERENCES: dict[str, str] = {
@@ -94,6 +95,7 @@ def scaled(arch: Arch, alpha: float, family: str) -> Arch:
 
 def reference(name: str) -> Arch:
     """The named reference architecture, as an Arch; `family@alpha` at a width multiplier."""
+    text("eas.reference", "name", name)
     family, _, multiplier = name.partition("@")
     if family not in REFERENCES:
         raise UnknownReference(f"unknown reference {name!r} (known: {', '.join(REFERENCES)}, each with "

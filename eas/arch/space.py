@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from eas import arguments
+from eas.arch.bounds import check_shape
 from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch, GenomeError, Head, Stage, Stem
 from eas.arch.microcontroller import flash_bytes, sram_bytes
@@ -262,6 +264,9 @@ def list_spaces() -> list[Space]:
 
 def load_space(name_or_path: str | Path, input_shape: tuple[int, int, int] | None = None) -> Space:
     """A built-in space by name (`mobile`) or a user's YAML file by path."""
+    name_or_path = arguments.path("eas.load_space", "name_or_path", name_or_path)
+    if input_shape is not None:
+        input_shape = check_shape(input_shape, "eas.load_space: input_shape")
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml") and not path.exists():
         path = SPACES_DIR / f"{name_or_path}.yaml"

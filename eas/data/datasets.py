@@ -55,6 +55,7 @@ MIN_SAMPLES = 10  # enough for a training, a validation and a test split
 # made on the test split is made on images no search of any seed trained on or ranked by. (Seed 0
 # draws it as every seed did before the split was fixed, so seed-0 studies keep their splits.)
 TEST_SHARE, TEST_SPLIT_SEED = 0.15, 0
+MAX_ARRAY_BYTES = 4 << 30  # images given as arrays are held in memory; larger data streams from a folder
 MAX_PIXEL = 65535.0  # 16-bit images at most; a larger pixel value (1e30) is junk, not an image
 STATISTICS_BYTES = 256 << 20  # the normalisation reads at most this much of the training split
 
@@ -270,23 +271,44 @@ def _npz(path: str) -> RawData:
             x, y = archive["x"], archive["y"]
     except (OSError, ValueError, EOFError) as error:
         raise DataError(f"npz: cannot read {path}: {error}") from None
+    x, y = checked_arrays(x, y, f"npz: {path}")
+    # uint8 images stay uint8 (scale 1/255); any other numbers are kept exactly, as float32.
+    scale = 1 / 255 if x.dtype == np.uint8 else 1.0
+    x = x if x.dtype == np.uint8 else x.astype(np.float32)
+    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else (), scale)
+
+
+def checked_arrays(x: np.ndarray, y: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N,H,W), (N,C,H,W) or (N,H,W,C) as (N,C,H,W), and int64 labels (N,), checked from
+    their shapes and dtypes first (a size beyond MAX_ARRAY_BYTES is refused before any value is
+    read), then their values: finite pixels, whole class indices. The checks of an npz file and of
+    arrays given from Python, before anything is written."""
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4 and x.shape[1] not in (1, 3, 4) and x.shape[3] in (1, 3, 4):
         x = x.transpose(0, 3, 1, 2)  # NHWC -> NCHW
-    if x.ndim != 4 or len(x) != len(y) or y.ndim != 1:
-        raise DataError(f"npz: {path}: expected x of shape (N,H,W), (N,C,H,W) or (N,H,W,C) and y of "
+    if x.ndim != 4 or y.ndim != 1 or len(x) != len(y):
+        raise DataError(f"{where}: expected images of shape (N,H,W), (N,C,H,W) or (N,H,W,C) and labels of "
                         f"shape (N,) (got {x.shape} and {y.shape})")
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-        raise DataError(f"npz: {path}: images must be numbers (got dtype {x.dtype})")
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating) or x.dtype == bool:
+        raise DataError(f"{where}: images must be numbers (got dtype {x.dtype})")
+    if x.size * x.dtype.itemsize > MAX_ARRAY_BYTES:
+        raise DataError(f"{where}: {x.size * x.dtype.itemsize / 2**30:,.1f} GiB of images; arrays are held in memory "
+                        f"up to {MAX_ARRAY_BYTES / 2**30:g} GiB: give larger data as imagefolder:PATH")
+    try:
+        check_shape(x.shape[1:], f"{where}: image shape")
+    except UserError as error:
+        raise DataError(str(error)) from None
+    if len(y) < MIN_SAMPLES:
+        raise DataError(f"{where}: needs at least {MIN_SAMPLES} samples to split into training, validation and test "
+                        f"sets (got {len(y)})")
     if np.issubdtype(x.dtype, np.floating) and not (np.all(np.isfinite(x)) and np.abs(x).max(initial=0) <= MAX_PIXEL):
-        raise DataError(f"npz: {path}: pixel values must be finite numbers within +-{MAX_PIXEL:g} (found NaN, inf "
+        raise DataError(f"{where}: pixel values must be finite numbers within +-{MAX_PIXEL:g} (found NaN, inf "
                         "or a value beyond)")
-    # uint8 images stay uint8 (scale 1/255); any other numbers are kept exactly, as float32.
-    scale = 1 / 255 if x.dtype == np.uint8 else 1.0
-    x = x if x.dtype == np.uint8 else x.astype(np.float32)
-    y = integer_labels(y, f"npz: {path}")
-    return RawData(x, y, None, None, tuple(str(i) for i in range(int(y.max()) + 1)) if len(y) else (), scale)
+    y = integer_labels(y, where)
+    if len(np.unique(y)) < 2:
+        raise DataError(f"{where}: needs at least two classes (every label is {y[0]})")
+    return x, y
 
 
 def integer_labels(y: np.ndarray, where: str) -> np.ndarray:

@@ -32,6 +32,7 @@ from eas.nas.candidate import counted_metrics
 from eas.nas.one_shot import read_trust
 from eas.nas.proposals import SAMPLERS
 from eas.nas.rungs import Ladder, check_rung_bands, check_rung_resolution
+from eas.nas.search_options import OPTIONS, check_options
 from eas.objectives import Constraints, parse_objectives
 from eas.study import schema
 from eas.study.queue import QueuedStudy, Run, save
@@ -43,17 +44,6 @@ from eas.training.supernet_file import check_serves, load_supernet
 from eas.units import parse_seconds
 
 logger = logging.getLogger(__name__)
-
-# What `eas search` offers, with its defaults; `SearchRequest.make` takes any of these by name.
-OPTIONS = dict(space="mobile", budget=None, trials=None, cpu_budget=None, data="fashion-mnist", resolution=None,
-               strict=False, objectives="accuracy,macs,params,energy", max_macs=None, max_params=None,
-               max_latency=None, max_memory=None, max_sram=None, max_flash=None, sampler="tpe", rungs=3, eta=3,
-               rung_resolution=1.0, rung_bands=1, population=16, seed=0, study=None,
-               storage=None, workers=1, device="auto", target=None, meter="auto", epochs=2.0, subset=9000,
-               max_steps=None, batch_size=128, lr=3e-3, precision="auto", trial_timeout="10m", warm_start=True,
-               queue=False, evaluator="", runtime="onnxruntime", runtime_threads=1, runtime_batch=32, predictor=None,
-               supernet=None, baselines=None)
-
 
 @dataclass(frozen=True)
 class SearchRequest:
@@ -72,9 +62,7 @@ class SearchRequest:
 
     @classmethod
     def make(cls, **given) -> SearchRequest:
-        unknown = sorted(set(given) - set(OPTIONS))
-        if unknown:
-            raise UserError(f"unknown search option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
+        check_options(given)
         o = {**OPTIONS, **given}
         budget = Budget.parse(o["budget"], o["trials"], o["cpu_budget"])
         if budget.cpu_seconds and (o["queue"] or o["workers"] > 1):

@@ -111,10 +111,10 @@ def read_arch(folder: Path) -> dict:
         _check_training(document.get("training") or {})
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
+    except UserError as error:  # before ValueError, which it is
+        raise UserError(f"{path}: {error}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path} is not an EAS architecture file ({type(error).__name__}: {error})") from None
-    except UserError as error:
-        raise UserError(f"{path}: {error}") from None
     return document
 
 

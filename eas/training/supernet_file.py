@@ -117,6 +117,8 @@ def load_supernet(folder: Path) -> StoredSupernet:
         supernet = Supernet(space, shape, classes)
         supernet.load_state_dict(load_file(str(Path(folder) / WEIGHTS)))
         int(document["recipe"]["seed"])
+    except UserError:
+        raise
     except (KeyError, TypeError, ValueError, RuntimeError, SafetensorError) as error:
         raise UserError(f"supernet {folder} cannot be read ({type(error).__name__}: "
                         f"{(str(error).splitlines() or [''])[0][:160]})") from None

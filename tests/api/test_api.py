@@ -142,7 +142,7 @@ def test_a_space_given_as_a_dict(studies):
 
 
 @pytest.mark.parametrize("call, fragment", [
-    (lambda: eas.search(**FAST, trials=1, bogus=3), "unknown search option 'bogus'"),
+    (lambda: eas.search(**FAST, trials=1, bogus=3), "unknown keyword argument 'bogus'"),
     (lambda: eas.search(**FAST, trials=1, constraints={"max_flops": "1M"}), "unknown constraint 'max_flops'"),
     (lambda: eas.search(**{**FAST, "data": 7}, trials=1), "data must be a dataset name"),
     (lambda: eas.search(**FAST, trials=1, sampler=object()), "Optuna sampler instance"),
@@ -328,6 +328,6 @@ def test_lower_rungs_train_and_rank_on_smaller_images_and_the_top_rung_at_full_s
     assert any(r.state == "complete" and r.value("accuracy") > 0.1 for r in result.records)
     with pytest.raises(UserError, match="multi_fidelity"):
         eas.search(**FAST, trials=1, study="low", epochs=0.3, rungs=2, eta=2)  # the same rungs at full size
-    for bad, match in ((0.3, "from 0.5 to 1"), ("0.7", "from 0.5 to 1"), (0.7, "--rungs 2 or more")):
+    for bad, match in ((0.3, "from 0.5 to 1"), ("0.7", "rung_resolution must be a number"), (0.7, "--rungs 2 or more")):
         with pytest.raises(UserError, match=match):
             eas.search(**FAST, trials=1, study="bad", rungs=1 if bad == 0.7 else 2, rung_resolution=bad)
