@@ -32,6 +32,23 @@ def depth(value, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def nested_too_deeply(what: str) -> str:
+    """The one message for structure nested beyond MAX_DEPTH, wherever EAS reads it (JSON files,
+    space definitions, stored attributes)."""
+    return f"{what}: nested deeper than {MAX_DEPTH} levels"
+
+
+def check_depth(value, what: str) -> None:
+    """Refuse a parsed value nested beyond MAX_DEPTH (UserError, one line)."""
+    if depth(value) > MAX_DEPTH:
+        raise UserError(nested_too_deeply(what))
+
+
+def may_nest_too_deeply(text: str) -> bool:
+    """Whether JSON `text` could nest beyond MAX_DEPTH at all (a cheap test before `depth`)."""
+    return text.count("[") + text.count("{") > MAX_DEPTH
+
+
 def read_json(path: Path | str, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH):
     """The parsed content of a JSON file, or JsonFileError (one line) when it cannot be; a file
     that is not there raises FileNotFoundError, for callers to whom that means something else."""
@@ -50,9 +67,9 @@ def read_json(path: Path | str, max_bytes: int = MAX_BYTES, max_depth: int = MAX
     try:
         value = json.loads(text)
     except RecursionError:
-        raise JsonFileError(f"{path}: nested too deeply: not a file EAS wrote") from None
+        raise JsonFileError(nested_too_deeply(str(path)) + ": not a file EAS wrote") from None
     except ValueError as error:
         raise JsonFileError(f"{path}: not JSON ({str(error).splitlines()[0][:80]})") from None
     if depth(value, max_depth) > max_depth:
-        raise JsonFileError(f"{path}: nested deeper than {max_depth} levels: not a file EAS wrote")
+        raise JsonFileError(nested_too_deeply(str(path)) + ": not a file EAS wrote")
     return value

@@ -26,6 +26,7 @@ from eas.arch.counting import arch_cost
 from eas.arch.genome import Arch, GenomeError, Head, Stage, Stem
 from eas.arch.microcontroller import flash_bytes, sram_bytes
 from eas.errors import UserError
+from eas.jsonfile import MAX_DEPTH, depth, nested_too_deeply
 
 SPACES_DIR = Path(__file__).parent / "search_spaces"
 
@@ -81,7 +82,7 @@ class Space:
     @property
     def resolutions(self) -> list[int]:
         """The input resolutions the space offers (`resolution:`); empty: the data's own."""
-        return [int(r) for r in choices_of(self.definition.get("resolution", []))]
+        return [int(r) for r in choices_of(self.definition.get("resolution") or [])]  # null: none
 
     def for_task(self, input_shape: tuple[int, int, int]) -> Space:
         native = min(input_shape[1:])
@@ -284,6 +285,8 @@ def load_space(name_or_path: str | Path, input_shape: tuple[int, int, int] | Non
         raise SpaceError(f"space file {path} is not a text (UTF-8 YAML) file") from None
     except yaml.YAMLError as error:
         raise SpaceError(f"space file {path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    except RecursionError:  # the YAML parser recurses: [[[...]]] 100,000 deep
+        raise SpaceError(nested_too_deeply(f"space file {path}")) from None
     space = space_from_definition(definition, source=str(path), default_name=path.stem)
     return space.for_task(input_shape) if input_shape else space
 
@@ -295,6 +298,8 @@ def space_from_definition(definition: Any, source: str = "space", default_name: 
 
     if not isinstance(definition, dict):
         fail("top level", "expected a mapping with stem, stages and head")
+    if depth(definition) > MAX_DEPTH:
+        raise SpaceError(nested_too_deeply(source))
     for key in ("stem", "stages", "head"):
         if key not in definition:
             fail(key, "missing")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from eas.arch.bounds import check_classes, check_shape
 from eas.errors import UserError
+from eas.jsonfile import MAX_DEPTH, depth, may_nest_too_deeply, nested_too_deeply
 from eas.lazy import lazy_import
 from eas.study import schema
 from eas.study.queue import COUNTED, QueuedStudy, Run
@@ -149,10 +150,14 @@ def _refuse_other_layout(connection, url: str) -> None:
 
 
 def _json(text):
+    """A stored value, or the readers' mark for one that is not JSON or is nested beyond MAX_DEPTH."""
     try:
-        return json.loads(text) if text is not None else None
-    except (ValueError, TypeError):
+        value = json.loads(text) if text is not None else None
+    except (ValueError, TypeError, RecursionError):
         return {UNREADABLE: str(text)[:80]}
+    if isinstance(text, str) and may_nest_too_deeply(text) and depth(value) > MAX_DEPTH:
+        return {UNREADABLE: nested_too_deeply("a stored value")}
+    return value
 
 
 def _not_json(text) -> bool:
@@ -407,8 +412,9 @@ class StudyReader:
                                                "WHERE study_id = :s"), {"s": self.study_id}).all()
         bad = [f"trial {number}: {key}" for number, key, value in rows if _not_json(value)]
         if bad:
-            raise UserError(f"study {self.name!r} holds attributes that are not JSON ({', '.join(bad[:3])}); "
-                            "Optuna cannot load such a study: delete those trials' attribute rows first")
+            raise UserError(f"study {self.name!r} holds attributes that are not JSON or nest deeper than {MAX_DEPTH} "
+                            f"levels ({', '.join(bad[:3])}); Optuna cannot load such a study: delete those trials' "
+                            "attribute rows first")
         garbled = [f"trial {number}" for number, *when in dates
                    if any(value is not None and math.isnan(_timestamp(value) or 0.0) for value in when)]
         if garbled:
