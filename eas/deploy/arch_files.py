@@ -76,10 +76,37 @@ def preprocess(pixels) -> torch.Tensor:
     spec = json.loads(Path(__file__).with_name("arch.json").read_text()).get("preprocessing")
     if spec is None:
         raise ValueError("arch.json holds no preprocessing yet: it is recorded by `eas train`")
-    mean = torch.tensor(spec["mean"], dtype=torch.float32).view(1, -1, 1, 1)
-    std = torch.tensor(spec["std"], dtype=torch.float32).view(1, -1, 1, 1)
+    scale, mean, std = checked_preprocessing(spec)
     x = pixels if isinstance(pixels, torch.Tensor) else torch.tensor(pixels)  # a copy: numpy arrays may be read-only
-    return (x.float() * spec["pixel_scale"] - mean) / std
+    if x.dim() != 4 or x.shape[1] != INPUT_SHAPE[0]:
+        raise ValueError(f"preprocess: expected images N x {{INPUT_SHAPE[0]}} x H x W (got shape {{tuple(x.shape)}})")
+    x = x.float()
+    if not torch.isfinite(x).all():
+        raise ValueError("preprocess: the images hold NaN or infinite values")
+    return (x * scale - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)
+
+
+def checked_preprocessing(spec) -> tuple:
+    """(pixel_scale, mean, std) of arch.json's "preprocessing", checked: one finite mean and one
+    positive finite std per input channel, a positive finite pixel scale. An edited or damaged
+    arch.json is refused with the reason instead of turning images into junk."""
+    import math
+
+    def numbers(key):
+        values = spec.get(key) if isinstance(spec, dict) else None
+        if not isinstance(values, list) or len(values) != INPUT_SHAPE[0] or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise ValueError(f"arch.json preprocessing: {{key}} must be {{INPUT_SHAPE[0]}} finite number(s), one per "
+                             f"input channel (got {{str(values)[:60]}})")
+        return torch.tensor(values, dtype=torch.float32)
+
+    mean, std = numbers("mean"), numbers("std")
+    if not bool((std > 0).all()):
+        raise ValueError(f"arch.json preprocessing: std must be positive (got {{std.tolist()}})")
+    scale = spec.get("pixel_scale")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"arch.json preprocessing: pixel_scale must be a positive finite number (got {{scale!r}})")
+    return float(scale), mean, std
 
 
 if __name__ == "__main__":

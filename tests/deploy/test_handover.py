@@ -133,3 +133,33 @@ def test_a_log_gets_progress_lines_while_an_epoch_runs(knee_export, tmp_path, mo
     full.train_exported(folder, load_dataset("digits"), full.TrainPlan(epochs=1, batch_size=64), "cpu")
     lines = [line for line in caplog.messages if line.startswith("epoch 1/1: step ")]
     assert len(lines) >= 10 and "left in this epoch" in lines[0] and "loss" in lines[0]
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    ({"mean": [0.1, 0.2, 0.3]}, "mean must be 1 finite number"),
+    ({"std": [0.0]}, "std must be positive"),
+    ({"std": [-1.0]}, "std must be positive"),
+    ({"mean": [float("nan")]}, "mean must be 1 finite number"),
+    ({"pixel_scale": float("inf")}, "pixel_scale must be a positive finite number"),
+    ({"std": None}, "std must be 1 finite number"),
+])
+def test_model_py_refuses_preprocessing_it_cannot_apply(tmp_path, edit, fragment):
+    """An edited arch.json must not turn images into junk: model.py checks its own preprocessing."""
+    import runpy
+
+    from eas.arch.reference import reference
+    from eas.deploy.arch_files import standalone_source
+
+    (tmp_path / "model.py").write_text(standalone_source(reference("mobilenet_v3_small@0.35"), (1, 8, 8), 10))
+    spec = {"pixel_scale": 1 / 16, "mean": [0.3], "std": [0.4]}
+    (tmp_path / "arch.json").write_text(json.dumps({"preprocessing": spec}))
+    model = runpy.run_path(str(tmp_path / "model.py"))
+    assert model["preprocess"](np.full((2, 1, 8, 8), 8, dtype=np.uint8)).shape == (2, 1, 8, 8)
+    with pytest.raises(ValueError, match="expected images N x 1 x H x W"):
+        model["preprocess"](np.zeros((2, 3, 8, 8), dtype=np.uint8))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        model["preprocess"](np.full((2, 1, 8, 8), np.nan))
+    broken = {k: v for k, v in {**spec, **edit}.items() if v is not None}
+    (tmp_path / "arch.json").write_text(json.dumps({"preprocessing": broken}))
+    with pytest.raises(ValueError, match=fragment):
+        model["preprocess"](np.zeros((2, 1, 8, 8), dtype=np.uint8))
