@@ -43,6 +43,7 @@ exports = lazy_import("eas.deploy.export")
 device_formats = lazy_import("eas.deploy.formats")
 handover = lazy_import("eas.deploy.handover")
 full_training = lazy_import("eas.training.full")
+folder_lock = lazy_import("eas.training.folder_lock")
 references = lazy_import("eas.arch.reference")
 beat = lazy_import("eas.reports.time_to_beat")
 
@@ -316,5 +317,6 @@ def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: in
     spec = _data_spec(data, where)  # last: it may write the arrays given
     passive_threads()
     task = datasets.load_dataset(spec, seed=seed)
-    full_training.train_exported(folder, task, train_plan, device, show_progress=True)
-    return handover.finish_training(folder, task)
+    with folder_lock.training_lock(folder):  # a second training of the folder is refused while this one runs
+        full_training.train_exported(folder, task, train_plan, device, show_progress=True)
+        return handover.finish_training(folder, task)

@@ -94,17 +94,19 @@ def train_command(
     plan = TrainPlan(**options, **{**searched, **given})
     from eas.data.datasets import load_dataset, with_resolution
     from eas.deploy.handover import finish_training
+    from eas.training.folder_lock import training_lock
     from eas.training.full import train_exported
     from eas.training.green import report_lines
 
     data = with_resolution(data, resolution)
     task = load_dataset(data, seed=seed, strict=strict)
-    if nproc * nnodes == 1:
-        train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
-    else:
-        _train_distributed(folder, data, task, plan, device, meter, grid, pue, restart, not quiet,
-                           nproc, nnodes, rdzv_endpoint, max_restarts)
-    report = finish_training(folder, task)  # what is handed over is what was trained
+    with training_lock(folder):  # a second training of the folder is refused while this one runs
+        if nproc * nnodes == 1:
+            train_exported(folder, task, plan, device, meter, grid, pue, restart, show_progress=not quiet)
+        else:
+            _train_distributed(folder, data, task, plan, device, meter, grid, pue, restart, not quiet,
+                               nproc, nnodes, rdzv_endpoint, max_restarts)
+        report = finish_training(folder, task)  # what is handed over is what was trained
     if as_json:
         emit_json(report)
         return

@@ -56,7 +56,8 @@ EXPORT_FILES = {"arch.json", "model.py", "model.pt2", "model.onnx", "model.onnx.
 TRAINED_FILES = {"checkpoint", "checkpoint.old", "checkpoint.partial", "best.safetensors", "model.safetensors",
                  "report.json", "best.safetensors.partial", "model.safetensors.partial", "model.partial.onnx",
                  "model.partial.pt2", "arch.json.partial", "report.json.partial", "model.partial.pte",
-                 "model.int8.partial.pte", "model.partial.ort", "model.partial.source.onnx"}
+                 "model.int8.partial.pte", "model.partial.ort", "model.partial.source.onnx",
+                 ".eas-train.lock"}  # eas.training.folder_lock.LOCK_FILE
 
 
 def _is_previous_export(folder: Path, derived_from: Path | None = None) -> bool:

@@ -178,6 +178,25 @@ def test_checkpoint_with_other_settings_is_refused(exported, tmp_path):
     assert not list(folder.glob("*.pkl")) and not list(folder.rglob("*.pt"))
 
 
+def test_a_second_training_of_one_folder_is_refused_while_the_first_holds_it(exported, tmp_path):
+    from eas.training.folder_lock import training_lock
+
+    folder = copy_arch(exported, tmp_path / "held")
+    before = sorted(p.name for p in folder.iterdir())
+    with training_lock(folder):  # as a first `eas train` holds it (the kernel's lock, per open file)
+        refused = run_eas("train", str(folder), "--data", "digits", "--epochs", "1", "--quiet")
+    assert_user_error(refused, "is being trained by another process (pid")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*before, ".eas-train.lock"])  # nothing trained
+    assert run_eas("train", str(folder), "--data", "digits", "--epochs", "1", "--quiet").returncode == 0
+    again = run_eas("export", "s", "--pick", "knee", "--out", str(folder), "--force", "--json",
+                    env=study_root_env(exported), cwd=exported[0].parent)
+    assert again.returncode == 0, again.stderr  # the lock file does not make the folder foreign
+
+
+def study_root_env(exported):
+    return {"EAS_STUDIES_DIR": str(exported[0].parent / "studies")}
+
+
 def test_force_never_deletes_what_is_not_an_export(study_root, exported, tmp_path):
     root, env = study_root
     studies = sorted(p.name for p in (root / "studies").iterdir())

@@ -47,3 +47,27 @@ def test_a_ctrl_c_inside_a_deferred_block_waits_for_its_end_and_is_raised_once_a
         interrupt.check()  # raised once
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_the_training_lock_refuses_a_second_holder_and_goes_with_its_process(tmp_path):
+    """flock: held per process (per open file), released however the holder ends."""
+    import subprocess
+    import sys
+
+    from eas.errors import UserError
+    from eas.training.folder_lock import training_lock
+
+    code = ("import sys; from pathlib import Path; from eas.training.folder_lock import training_lock\n"
+            f"with training_lock(Path({str(tmp_path)!r})):\n"
+            "    print('held', flush=True); sys.stdin.readline()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match=r"is being trained by another process \(pid \d+ on "), \
+                training_lock(tmp_path):
+            pass
+    finally:
+        holder.kill()  # killed, not finished: the kernel releases its lock
+        holder.wait()
+    with training_lock(tmp_path):
+        pass

@@ -1,0 +1,43 @@
+"""One training of an export folder at a time. Two `eas train` runs on one folder would write the
+same checkpoint and model files from two trainings; the second is refused, in one line, while the
+first holds the folder. The lock is the kernel's (flock): it goes with the process that held it,
+however that process ends, so a killed training never leaves the folder locked."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from eas.errors import UserError
+
+LOCK_FILE = ".eas-train.lock"
+
+
+@contextmanager
+def training_lock(folder: Path) -> Iterator[None]:
+    """Hold `folder` for this process's training (and its hand-over) or refuse it."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 - held open for the whole training: closing it releases the lock
+    except OSError as error:
+        raise UserError(f"cannot train {folder}: {error.strerror or error}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read(200).strip()
+        handle.close()
+        raise UserError(f"{folder} is being trained by another process ({holder or 'which one is unknown'}); wait for "
+                        "it to finish, or train a copy of the folder") from None
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing releases the lock
