@@ -97,13 +97,14 @@ class Constraints:
     @classmethod
     def parse(cls, macs: str | None = None, params: str | None = None, memory: str | None = None,
               latency: str | None = None, sram: str | None = None, flash: str | None = None) -> Constraints:
+        # Only None means no limit: an empty text is a limit written wrong, refused by its parser.
         return cls(
-            max_macs=parse_count(macs, "--max-macs") if macs else None,
-            max_params=parse_count(params, "--max-params") if params else None,
-            max_memory=parse_bytes(memory, "--max-memory") if memory else None,
-            max_latency_ms=parse_seconds(latency, "--max-latency") * 1e3 if latency else None,
-            max_sram=parse_bytes(sram, "--max-sram") if sram else None,
-            max_flash=parse_bytes(flash, "--max-flash") if flash else None,
+            max_macs=parse_count(macs, "--max-macs") if macs is not None else None,
+            max_params=parse_count(params, "--max-params") if params is not None else None,
+            max_memory=parse_bytes(memory, "--max-memory") if memory is not None else None,
+            max_latency_ms=parse_seconds(latency, "--max-latency") * 1e3 if latency is not None else None,
+            max_sram=parse_bytes(sram, "--max-sram") if sram is not None else None,
+            max_flash=parse_bytes(flash, "--max-flash") if flash is not None else None,
         )
 
     def violations(self, metrics: dict) -> dict[str, float]:

@@ -541,3 +541,51 @@ def test_supernet_train_out_a_file_is_one_line(tmp_path):
     assert_user_error(run_eas("supernet", "train", "--space", "tiny", "--data", "digits", "--steps", "2", "--out",
                               str(plain), cwd=tmp_path), "is a file")
     assert plain.read_text() == "keep me"
+
+
+def test_junk_that_used_to_be_accepted_is_refused():
+    """Round 4 (issue 51): each of these ran, or was stored, as if sound."""
+    import yaml
+
+    from eas.arch.reference import reference
+    from eas.arch.space import SPACES_DIR, load_space, space_from_definition
+    from eas.deploy.formats import parse_formats
+    from eas.measure.predictor import Predictor, load_predictor
+    from eas.nas.baselines import MAX_BASELINES, parse_baselines
+    from eas.objectives import Constraints
+
+    with pytest.raises(UserError, match="--max-sram"):
+        Constraints.parse(sram="")  # an empty limit was no limit
+    for text in ("", ",", "pte,"):
+        with pytest.raises(UserError, match="name each format"):
+            parse_formats(text)
+    assert parse_formats(None) == []
+    with pytest.raises(UserError, match="must be a number in 0.05..4"):
+        reference("mobilenet_v2@０.５")  # fullwidth digits, which float() reads
+    mobile = yaml.safe_load((SPACES_DIR / "mobile.yaml").read_text())
+    mobile["stages"][1]["stride"] = [2, 2]
+    with pytest.raises(UserError, match=r"stages\[1\].stride: 2 is listed twice"):
+        space_from_definition(mobile)
+    space = load_space("mobile")
+    assert parse_baselines(["mobilenet_v2@0.5,0.50,.5,0.500", "mobilenet_v2@1"], space) == \
+        ["mobilenet_v2@0.5", "mobilenet_v2@1.0"]  # one name per network: each is trained once
+    many = ",".join(f"{a / 100:.2f}" for a in range(10, 10 + MAX_BASELINES + 1))
+    with pytest.raises(UserError, match=f"at most {MAX_BASELINES}"):
+        parse_baselines([f"mobilenet_v2@{many}"], space)
+    fitted = {"kind": "additive", "names": ["conv_macs", "conv_macs"], "scale": [1.0, 1.0],
+              "model": {"prices": [1.0, 1.0], "intercept": 0.1}, "input_shape": [1, 8, 8], "num_classes": 10,
+              "space": "tiny", "runtime": {}}
+    for names, fragment in ((["conv_macs", "conv_macs"], "one listed twice"), (["conv\x1b[31m", "x"], "feature names")):
+        with pytest.raises(UserError, match=fragment):
+            Predictor.from_dict({**fitted, "names": names})
+    with pytest.raises(UserError, match="--predictor /nonexistent/p.json: no such file"):
+        load_predictor("/nonexistent/p.json")
+
+
+def test_a_study_started_in_year_1_is_listed_without_a_date():
+    from datetime import datetime, timezone
+
+    from eas.study.reader import _date_text
+
+    year_1 = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+    assert _date_text(year_1) in ("", "0001-01-01 00:00") and _date_text(None) == "" and _date_text(float("nan")) == ""

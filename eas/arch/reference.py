@@ -16,6 +16,7 @@ scale, ours has), mobilenet_v3_small@0.75 43.4 M MACs / 2.04 M params (published
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from eas.arch.channels import make_divisible
@@ -103,8 +104,8 @@ def reference(name: str) -> Arch:
     arch = Arch.decode(REFERENCES[family])
     if "@" not in name:
         return arch
-    try:
-        alpha = float(multiplier)
+    try:  # ASCII digits only: float() also reads fullwidth ones, and the name would then label a network twice
+        alpha = float(multiplier) if re.fullmatch(r"[0-9]*\.?[0-9]+", multiplier) else float("nan")
     except ValueError:
         alpha = float("nan")
     if not 0.05 <= alpha <= 4.0:  # NaN fails too

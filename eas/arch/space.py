@@ -369,6 +369,13 @@ def _check_choice_list(where: str, value, fail) -> None:
         fail(where, f"at most {MAX_CHOICES} choices (got {len(value)})")
     if isinstance(value, dict):
         fail(where, "expected a value or a list of choices, not a mapping")
+    if isinstance(value, list):
+        # A choice listed twice would be drawn twice as often: a bias nobody asked for. (True and 1
+        # are one value to Python, so they are told apart by type as well.)
+        seen = [(type(v).__name__, repr(v)) for v in value]
+        if len(set(seen)) != len(seen):
+            twice = next(v for v, key in zip(value, seen, strict=True) if seen.count(key) > 1)
+            fail(where, f"{str(twice)[:40]} is listed twice")
 
 
 def _validate_part(where, spec, known, cls, fail) -> None:

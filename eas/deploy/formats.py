@@ -212,8 +212,13 @@ def _installed(name: str, where: str) -> DeployFormat:
 
 
 def parse_formats(text: str | None, option: str = "--format") -> list[str]:
-    """`pte,ort` -> ["pte", "ort"]: known, installed, each once; a clear error otherwise."""
-    names = [part.strip().lower() for part in (text or "").split(",") if part.strip()]
+    """`pte,ort` -> ["pte", "ort"]: known, installed, each once; a clear error otherwise. None
+    asks for none; an empty text or an empty name between commas is refused."""
+    if text is None:
+        return []
+    names = [part.strip().lower() for part in text.split(",")]
+    if not all(names):
+        raise UserError(f"{option} {text!r}: name each format, comma-separated ({', '.join(FORMATS)})")
     for name in names:
         if name not in FORMATS:
             raise UserError(f"{option} {name!r}: choose from {', '.join(FORMATS)} (comma-separated)")

@@ -104,8 +104,12 @@ class Predictor:
         width = len(self.names) if isinstance(self.names, list) else 0
         if self.kind not in KINDS:
             return f"kind {str(self.kind)[:20]!r}"
-        if not width or not all(isinstance(n, str) and 0 < len(n) <= 100 for n in self.names):
+        # Names as the fit writes them: operator tallies, each once, printable (they reach messages and logs)
+        if not width or not all(isinstance(n, str) and 0 < len(n) <= 100 and n.isprintable() and n.isascii()
+                                for n in self.names):
             return "feature names"
+        if len(set(self.names)) != width:
+            return "feature names (one listed twice)"
         if not (isinstance(self.scale, list) and len(self.scale) == width and all(_finite(s) and s > 0
                                                                                    for s in self.scale)):
             return "feature scales"
@@ -185,7 +189,10 @@ MAX_FILE_BYTES = 16 * 2**20
 
 def load_predictor(path) -> Predictor:
     """The predictor `eas agent calibrate` wrote at `path`; anything else is refused in one line."""
-    data = read_json(path, max_bytes=MAX_FILE_BYTES)
+    try:
+        data = read_json(path, max_bytes=MAX_FILE_BYTES)
+    except FileNotFoundError:
+        raise UserError(f"--predictor {path}: no such file (make one with `eas agent calibrate`)") from None
     if not isinstance(data, dict):
         raise UserError(f"--predictor {path}: not a latency predictor")
     return Predictor.from_dict(data)

@@ -29,6 +29,7 @@ from eas.errors import UserError
 from eas.pareto import hypervolume_of_points, minimised_values
 
 DEFAULT_MULTIPLIERS = (0.35, 0.5, 0.75, 1.0)
+MAX_BASELINES = 64  # distinct networks one search or verification trains beside its candidates
 COMPARED_COSTS = {"macs": "macs", "latency": "latency_ms"}  # "at equal ..." -> the row's cost field
 
 
@@ -55,8 +56,11 @@ def parse_baselines(specs: list[str], space) -> list[str]:
         for multiplier in (multipliers.split(",") if at else map(str, DEFAULT_MULTIPLIERS)):
             name = f"{family}@{multiplier.strip()}"
             reference(name)  # an unknown family or multiplier is refused here, in one line
-            names.append(name)
-    return list(dict.fromkeys(names))
+            names.append(f"{family}@{float(multiplier)}")  # one name per network: 0.5, 0.50 and .5 are one
+    names = list(dict.fromkeys(names))
+    if len(names) > MAX_BASELINES:
+        raise UserError(f"--baselines names {len(names)} networks; at most {MAX_BASELINES} (each is trained)")
+    return names
 
 
 def with_adapted(names: list[str], input_shape) -> list[str]:

@@ -160,6 +160,16 @@ def _json(text):
     return value
 
 
+def _date_text(seconds: float | None) -> str:
+    """A start time as the listing shows it (local time); "" for none, or for a planted date
+    the local calendar cannot show (year 1 in UTC is year 0 east of Greenwich)."""
+    try:
+        return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M") if seconds and math.isfinite(seconds) \
+            else ""
+    except (ValueError, OverflowError, OSError):
+        return ""
+
+
 def _not_json(text) -> bool:
     parsed = _json(text)
     return isinstance(parsed, dict) and UNREADABLE in parsed
@@ -278,8 +288,7 @@ def list_studies(storage: str | None = None) -> list[dict]:
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
-                "started": datetime.fromtimestamp(begun).strftime("%Y-%m-%d %H:%M") if begun and math.isfinite(begun)
-                else "",
+                "started": _date_text(begun),
                 "storage": safe_url(url), "url": url, "error": None, "malformed": malformed,
                 "counts": _by_state(counts, study_id),
                 "queue": _queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers),

@@ -5,6 +5,7 @@ however that process ends, so a killed training never leaves the folder locked."
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -24,7 +25,9 @@ def training_lock(folder: Path) -> Iterator[None]:
     try:
         handle = open(path, "a+")  # noqa: SIM115 - held open for the whole training: closing it releases the lock
     except OSError as error:
-        raise UserError(f"cannot train {folder}: {error.strerror or error}") from None
+        read_only = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        why = "it is read-only (the export is left as it is)" if read_only else error.strerror or str(error)
+        raise UserError(f"cannot write {folder}: {why}") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -11,7 +11,7 @@ from tests.conftest import assert_user_error, run_eas
 DEEP = "[" * 200_000 + "]" * 200_000
 
 
-@pytest.mark.parametrize("text, reason", [(DEEP, "nested too deeply"), ("[" * 70 + "]" * 70, "deeper than 64"),
+@pytest.mark.parametrize("text, reason", [(DEEP, "nested deeper than 64 levels"), ("[" * 70 + "]" * 70, "deeper than 64"),
                                           ("{not json", "not JSON"), (b"\xff\xfe\x00", "not UTF-8")])
 def test_a_damaged_json_file_is_one_line(tmp_path, text, reason):
     path = tmp_path / "x.json"
@@ -48,7 +48,7 @@ def test_a_deep_arch_json_is_one_line(tmp_path):
     folder.mkdir()
     (folder / "arch.json").write_text(DEEP)
     assert_user_error(run_eas("train", str(folder), "--data", "digits", "--epochs", "1", cwd=tmp_path),
-                      "nested too deeply")
+                      "nested deeper than 64 levels")
 
 
 def test_a_deep_cache_header_is_rebuilt(tmp_path, monkeypatch):

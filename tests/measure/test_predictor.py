@@ -168,7 +168,7 @@ def test_a_boosted_predictor_with_a_feature_out_of_range_or_a_loop_is_refused(mo
         with pytest.raises(UserError, match="tree 0: node 0"):
             load_predictor(tmp_path / "p.json")
     (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
-    with pytest.raises(UserError, match="nested too deeply"):
+    with pytest.raises(UserError, match="nested deeper than 64 levels"):
         load_predictor(tmp_path / "deep.json")
 
 
