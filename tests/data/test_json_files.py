@@ -11,8 +11,9 @@ from tests.conftest import assert_user_error, run_eas
 DEEP = "[" * 200_000 + "]" * 200_000
 
 
-@pytest.mark.parametrize("text, reason", [(DEEP, "nested deeper than 64 levels"), ("[" * 70 + "]" * 70, "deeper than 64"),
-                                          ("{not json", "not JSON"), (b"\xff\xfe\x00", "not UTF-8")])
+@pytest.mark.parametrize("text, reason", [
+    (DEEP, "nested deeper than 64 levels"), ("[" * 70 + "]" * 70, "deeper than 64"), ("{not json", "not JSON"),
+    (b"\xff\xfe\x00", "not UTF-8")])
 def test_a_damaged_json_file_is_one_line(tmp_path, text, reason):
     path = tmp_path / "x.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
