@@ -51,6 +51,8 @@ DEFAULT_PORT = 8765
 REQUEST_SECONDS = 120.0  # a request (headers and body) must arrive whole within this
 IDLE_SECONDS = 10.0  # and no pause between its bytes may be longer
 STARTUP_SECONDS = 120.0  # the measuring process's own start (libraries loading)
+INFO, MEASURE = "/info", "/measure"
+PATHS = (INFO, MEASURE)  # what the agent answers; any other path is logged by its length only
 
 
 class Refusal(Exception):
@@ -271,14 +273,14 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             self._reply(200, result)
 
         def do_GET(self) -> None:
-            if urlsplit(self.path).path != "/info":
+            if urlsplit(self.path).path != INFO:
                 return self._reply(404, {"error": f"no such path {printable(urlsplit(self.path).path)[:100]!r}"})
             self._request_read()
             self._serve(agent.info)
 
         def do_POST(self) -> None:
             url = urlsplit(self.path)
-            if url.path != "/measure":
+            if url.path != MEASURE:
                 self.close_connection = True  # its body, if any, is not read
                 return self._reply(404, {"error": f"no such path {printable(url.path)[:100]!r}"})
             self._serve(lambda: agent.measure(self._body, *self._numbers(url.query)))
@@ -309,8 +311,10 @@ def handler_for(agent: Agent) -> type[BaseHTTPRequestHandler]:
             return body
 
         def log_request(self, code="-", size="-") -> None:
-            # the path without its query: a client may put a token there, and it must not reach the log
+            # Only the agent's own paths, without their query: a client may put a token anywhere in a
+            # request line (`GET /<token>`), and it must not reach the log.
             path = urlsplit(self.path).path if hasattr(self, "path") else "?"
+            path = path if path in PATHS else f"(another path, {len(path)} characters)"
             self.log_message('"%s %s" %s', getattr(self, "command", "?"), path, code)
 
         def log_message(self, format: str, *args) -> None:

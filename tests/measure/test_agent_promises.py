@@ -178,7 +178,8 @@ def test_the_log_escapes_what_a_client_sends_and_keeps_no_token(agent):
     raw_request(agent.port, b"GET /info\x1b[31m?token=s3cret-in-url HTTP/1.1\r\nHost: x\r\n\r\n")
     raw_request(agent.port, b"GET /in\x07fo\x00 HTTP/1.1\r\n\r\n")
     raw_request(agent.port, f"GET /info?key=s3cret-in-url HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
-    agent.wait_until(lambda: Path(agent.log.name).read_text().count("eas-agent: 127.0.0.1") >= 3, "three log lines")
+    raw_request(agent.port, f"GET /{TOKEN} HTTP/1.1\r\n\r\n".encode())  # the token as the path
+    agent.wait_until(lambda: Path(agent.log.name).read_text().count("eas-agent: 127.0.0.1") >= 4, "four log lines")
     log = Path(agent.log.name).read_text()
     assert "\x1b" not in log and "\x07" not in log and "\x00" not in log
     assert "s3cret-in-url" not in log and TOKEN not in log
