@@ -31,6 +31,9 @@ def limit_memory(max_bytes: int) -> None:
     loaded: an allocation past it fails (a refusal), it does not grow the machine into swap."""
     if max_bytes > 0:
         ceiling = _virtual_bytes() + max_bytes
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:  # started under `ulimit -v`: a limit may be lowered, never raised
+            ceiling = min(ceiling, hard)
         resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling))
 
 

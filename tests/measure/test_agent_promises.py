@@ -210,3 +210,15 @@ def test_the_agent_says_what_it_promises(agent):
     assert limits["max_memory_bytes"] == 256 * 2**20 and limits["timeout_seconds"] == 2
     assert json.loads(json.dumps(limits))  # plain JSON
     assert os.environ["EAS_AGENT_TOKEN"] == TOKEN
+
+
+def test_the_measuring_process_starts_under_a_lower_address_space_limit():
+    """Under `ulimit -v` the agent's own memory limit may only lower the one it was given."""
+    code = ("import resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+            "from eas_agent.worker import limit_memory\n"
+            "limit_memory(100 << 30)\n"
+            "print(*resource.getrlimit(resource.RLIMIT_AS))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [int(v) for v in done.stdout.split()] == [8 << 30, 8 << 30]
