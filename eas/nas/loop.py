@@ -209,6 +209,16 @@ class TrialRunner:
 
     def __call__(self, trial) -> list[float]:
         self.current_trial_id = trial._trial_id
+        try:
+            return self._objective(trial)
+        except KeyboardInterrupt:
+            # Wherever the Ctrl-C lands in the trial (sampling, its first writes under a slow
+            # storage, training, storing the result), the trial says it was interrupted: found
+            # as a flaky test, where a loaded machine was still writing the genome 1 s in.
+            _set_outcome(trial, "interrupted", "interrupted by the user")
+            raise
+
+    def _objective(self, trial) -> list[float]:
         arch = self.space.sample(trial)
         training = self.space.training_of(trial.params)
         key = candidate_key(arch, training)
@@ -266,9 +276,6 @@ class TrialRunner:
         except TrialTimeout as cut:
             _set_outcome(trial, "cut", str(cut))
             raise optuna.TrialPruned(str(cut)) from None
-        except KeyboardInterrupt:
-            _set_outcome(trial, "interrupted", "interrupted by the user")
-            raise
         except Exception as error:
             _set_outcome(trial, "error", f"{type(error).__name__}: {error}"[:500])
             raise
@@ -555,5 +562,6 @@ def _fail_if_running(study, trial_id: int | None) -> None:
         return
     storage = study._storage
     if storage.get_trial(trial_id).state == TrialState.RUNNING:
+        storage.set_trial_user_attr(trial_id, schema.STATUS, "interrupted")
         storage.set_trial_user_attr(trial_id, schema.REASON, "interrupted by the user")
         storage.set_trial_state_values(trial_id, TrialState.FAIL)

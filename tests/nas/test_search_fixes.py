@@ -135,3 +135,34 @@ def test_a_perfect_accuracy_lies_within_its_interval():
     metrics = {"status": "ok", "accuracy": 1.0, "accuracy_low": low, "accuracy_high": 0.9999999999999999}
     record = make_record(1, 0, "COMPLETE", 1.0, 2.0, {"genome": None, "metrics": metrics, "status": "ok"}, {}, None)
     assert record.state != "broken", record.reason  # stored by an EAS before the clamp: still a result
+
+
+@pytest.mark.parametrize("stage", ["sampling", "storing"])
+def test_a_ctrl_c_anywhere_in_a_trial_marks_it_interrupted_and_leaves_none_running(tmp_path, monkeypatch, stage):
+    """The flaky Ctrl-C test's race, made deterministic: a stop that lands before training (a
+    loaded machine still writing the genome) or after it (writing the metrics) is a trial
+    stopped by the user, not a trial without a status."""
+    import eas
+    from eas.nas import loop
+
+    monkeypatch.setenv("EAS_STUDIES_DIR", str(tmp_path / "studies"))
+    calls = {"candidate_key": 0, "objective_values": 0}
+
+    def second_call_interrupted(name, original):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            if calls[name] == 2:
+                raise KeyboardInterrupt
+            return original(*args, **kwargs)
+        return wrapped
+
+    name = "candidate_key" if stage == "sampling" else "objective_values"
+    monkeypatch.setattr(loop, name, second_call_interrupted(name, getattr(loop, name)))
+    result = eas.search(space="tiny", data="digits", trials=4, study="ctrl-c", warm_start=False, sampler="random",
+                        evaluator=lambda arch: 0.5 + arch.stem.width / 100)
+    assert result.stopped == "interrupted"
+    study = optuna.load_study(study_name="ctrl-c", storage=result.storage)
+    *before, stopped = study.trials
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in before)
+    assert stopped.state == optuna.trial.TrialState.FAIL
+    assert stopped.user_attrs["status"] == "interrupted" and stopped.user_attrs["reason"] == "interrupted by the user"
