@@ -206,3 +206,13 @@ def test_the_command_line_reference_is_what_the_command_line_says():
 
     assert (ROOT / "docs" / "reference" / "cli.md").read_text() == cli_reference(), \
         "docs/reference/cli.md is stale: run `mkdocs build` (its hook remakes it) and commit it"
+
+
+def test_the_docs_site_carries_no_placeholder_link_and_no_script():
+    import yaml
+
+    text = (ROOT / "mkdocs.yml").read_text()
+    assert "example.invalid" not in text and "example.com" not in text
+    excluded = yaml.safe_load(text)["exclude_docs"].split()
+    for script in (ROOT / "docs").glob("*.py"):
+        assert script.name in excluded, f"docs/{script.name} would be copied into the site"
