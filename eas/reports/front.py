@@ -19,6 +19,7 @@ import numpy as np
 from eas.errors import UserError
 from eas.objectives import OBJECTIVES, Constraints
 from eas.pareto import hypervolume_of_points, kendall_tau, minimised_values, pareto_mask
+from eas.reports.time_to_beat import search_seconds
 from eas.study import schema
 from eas.study.records import TrialRecord, counts
 
@@ -271,9 +272,10 @@ def rung_counts(records: list[TrialRecord]) -> list[dict]:
 
 
 def footprint(records: list[TrialRecord], objectives: tuple[str, ...], reference: dict[str, float]) -> dict:
-    """What the whole search cost: wall time from its first trial to its last, the time and
-    energy of all evaluations (reused results not counted again), with the energy's source,
-    and hypervolume per kWh."""
+    """What the whole search cost: the wall time its runs took (from its first trial to its last,
+    a pause between two runs of a resumed study not counted: eas.reports.time_to_beat's
+    search_seconds), the time and energy of all evaluations (reused results not counted again),
+    with the energy's source, and hypervolume per kWh."""
     finished = [r for r in records if r.state != "broken" and r.finished is not None and r.started is not None
                 and math.isfinite(r.finished) and math.isfinite(r.started)]
     evaluated = [r for r in records if schema.CACHED_FROM not in r.attrs and r.state != "broken"]
@@ -284,7 +286,7 @@ def footprint(records: list[TrialRecord], objectives: tuple[str, ...], reference
     sources = sorted({str(r.metrics.get("energy_source")) for r in evaluated if r.metrics.get("energy_source")})
     kwh = energy / 3.6e6
     hv = hypervolume(records, objectives, reference)
-    return {"wall_seconds": (max(r.finished for r in finished) - min(r.started for r in finished)) if finished
+    return {"wall_seconds": search_seconds(finished, max(r.finished for r in finished)) if finished
             else 0.0, "evaluate_seconds": seconds, "energy_j": energy, "energy_kwh": kwh,
             "energy_source": ", ".join(sources) or "-", "hypervolume": hv,
             "hypervolume_per_kwh": hv / kwh if kwh > 0 else None}

@@ -180,3 +180,17 @@ def test_show_says_when_the_front_never_approached_a_limit():
     assert unapproached_limits(records + [trial(3, 0.9, 10e6, 1e5)], objectives, {"max_macs": 20e6}) == []
     assert unapproached_limits(records, objectives, {}) == []
     assert unapproached_limits([], objectives, {"max_macs": 1}) == []
+
+
+def test_the_footprint_counts_the_time_runs_took_not_the_pause_between_them():
+    from eas.reports.front import footprint
+    from eas.study.records import TrialRecord
+
+    def trial(number: int, started: float, finished: float) -> TrialRecord:
+        return TrialRecord(number, "complete", f"g{number}", {"accuracy": 0.8, "macs": 1e6, "evaluate_seconds": 100.0},
+                           started=started, finished=finished)
+
+    first_run = [trial(0, 0.0, 100.0), trial(1, 100.0, 200.0)]
+    second_run = [trial(2, 2000.0, 2100.0)]  # resumed half an hour later
+    spent = footprint(first_run + second_run, ("accuracy", "macs"), {"macs": 2e6})
+    assert spent["wall_seconds"] == 300.0 and spent["evaluate_seconds"] == 300.0
