@@ -23,5 +23,7 @@ PYTHON=${PYTHON:-python3}
 pip_q() { python -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -vE "^WARNING: Location|BuildBackendWarning|^ +|^$" || true; }
 # The CPU build of torch 2.13 is on local disk here; a plain `torch` would pull a CUDA build.
 python -c "import torch" 2>/dev/null || pip_q "torch==2.13.0"
-pip_q -e ".[dev]"
+# compat: the clone's root goes on sys.path, so its eas/ package is found as a regular package
+# before any folder named eas/ beside a script (a clone itself named eas/ would otherwise shadow it)
+pip_q -e ".[dev]" --config-settings editable_mode=compat
 python -c "import eas, torch, optuna" 

@@ -216,3 +216,14 @@ def test_the_docs_site_carries_no_placeholder_link_and_no_script():
     excluded = yaml.safe_load(text)["exclude_docs"].split()
     for script in (ROOT / "docs").glob("*.py"):
         assert script.name in excluded, f"docs/{script.name} would be copied into the site"
+
+
+def test_a_folder_named_eas_beside_a_script_does_not_shadow_the_package(tmp_path):
+    """A clone itself named eas/, with a script beside it (the setup installs in compat mode)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "eas" / "eas").mkdir(parents=True)
+    (tmp_path / "script.py").write_text("import eas\nprint(callable(getattr(eas, 'search', None)))\n")
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stderr
