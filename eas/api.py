@@ -46,6 +46,7 @@ full_training = lazy_import("eas.training.full")
 folder_lock = lazy_import("eas.training.folder_lock")
 references = lazy_import("eas.arch.reference")
 beat = lazy_import("eas.reports.time_to_beat")
+progress = lazy_import("eas.reports.progress")
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,15 @@ def search(space: str | dict = "mobile", data: str | tuple = "fashion-mnist", *,
     live = live_view.LiveStudy(opened.reader, opened.settings.objectives, opened.reader.reference)
     wrapped = loop.make_sampler(opened.settings, opened.space, opened.task, live, seed, base=instance) \
         if instance is not None else None
+    logged = progress.LoggedProgress()
+
+    def after_trial(view, run_summary) -> None:
+        logged(view, run_summary)
+        if on_trial is not None:
+            on_trial(view, run_summary)
+
     summary = loop.run_search(opened.study, opened.settings, opened.space, opened.task, live, request.budget,
-                              request.trial_timeout, seed, on_trial=on_trial, sampler=wrapped,
+                              request.trial_timeout, seed, on_trial=after_trial, sampler=wrapped,
                               evaluator=evaluator, baselines=opened.baselines)
     loaded = opened.reader.loaded()
     return SearchResult(request.name, request.url, summary.stopped, summary.trials, tuple(loaded.records),

@@ -10,7 +10,7 @@ from collections import Counter
 
 from eas.arch.genome import Arch
 from eas.pareto import hypervolume_of_points, pareto_mask
-from eas.reports.front import feasible, minimised
+from eas.reports.front import feasible, minimised, pareto_front
 from eas.study import schema
 from eas.study.reader import StudyReader
 from eas.study.records import STATES, TrialRecord
@@ -33,7 +33,9 @@ class LiveStudy:
         self.states: dict[int, str] = {}
         self.counts: Counter = Counter(dict.fromkeys(STATES, 0))
         self.evaluated: dict[str, TrialRecord] = {}  # genome key -> a complete trial with metrics
-        self.front: list[TrialRecord] = []
+        self.front: list[TrialRecord] = []  # the strict Pareto set: what rankings and the hypervolume use
+        self.feasible: dict[int, TrialRecord] = {}  # every complete feasible trial, by number
+        self._pareto_set: tuple[int, list[TrialRecord]] | None = None  # (len(feasible), the set) when computed
         self.any_feasible = False
         self.hypervolume = 0.0
         self.rung_results: dict[int, dict[int, dict]] = {}  # rung -> trial number -> rung record
@@ -64,13 +66,24 @@ class LiveStudy:
                 self.any_feasible = True
             if feasible([record], self.objectives):
                 self.front.append(record)
+                self.feasible[record.number] = record
                 front_changed = True
+            elif self.feasible.pop(record.number, None) is not None:
+                self._pareto_set = None
         if front_changed:
             points = minimised(self.front, self.objectives)
             self.front = [r for r, keep in zip(self.front, pareto_mask(points), strict=True) if keep]
             normalised = minimised(self.front, self.objectives, self.reference)
             self.hypervolume = hypervolume_of_points(normalised)
         return changed
+
+    @property
+    def pareto_set(self) -> list[TrialRecord]:
+        """The Pareto set as `eas show` and the explorer print it (accuracies within their 95%
+        intervals tie: eas.reports.front.pareto_front), computed again only when a trial changed it."""
+        if self._pareto_set is None or self._pareto_set[0] != len(self.feasible):
+            self._pareto_set = (len(self.feasible), pareto_front(list(self.feasible.values()), self.objectives))
+        return self._pareto_set[1]
 
     def known(self, key: str) -> TrialRecord | None:
         return self.evaluated.get(key)

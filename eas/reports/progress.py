@@ -1,4 +1,5 @@
-"""The live progress of a search: elapsed/budget, trial counts, non-dominated trials, hypervolume.
+"""The live progress of a search: elapsed/budget, trial counts, the Pareto set (as `eas show`
+counts it), hypervolume.
 
 On a terminal it is one updating line; in a log (stderr not a terminal) it is one plain line
 per finished trial instead of hundreds of carriage-return updates. The numbers come from the
@@ -7,6 +8,7 @@ search's LiveStudy, so a line costs the same at trial 10 as at trial 10,000.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -15,6 +17,7 @@ from eas.lazy import lazy_import
 from eas.units import format_duration
 
 tqdm = lazy_import("tqdm")
+logger = logging.getLogger("eas.progress")
 
 
 def status_text(live) -> str:
@@ -22,7 +25,21 @@ def status_text(live) -> str:
     return (f"{c['complete']} done, {c['stopped']} stopped, {c['infeasible']} infeasible, {c['pruned']} cut, "
             f"{c['failed']} failed"
             + (f", {c['broken']} broken" if c["broken"] else "")
-            + f" | non-dominated {len(live.front)} | HV {live.hypervolume:.3f}")
+            + f" | Pareto set {len(live.pareto_set)} | HV {live.hypervolume:.3f}")
+
+
+class LoggedProgress:
+    """A search's progress for a library caller: one INFO line per finished trial on the
+    `eas.progress` logger, the text the command line prints. Python shows it once logging shows
+    INFO lines, e.g. after `eas.prepare_process()`; otherwise it stays quiet, as a library should."""
+
+    def __init__(self):
+        self.started = time.monotonic()
+
+    def __call__(self, live, summary) -> None:
+        if logger.isEnabledFor(logging.INFO):  # the status costs nothing when nobody reads it
+            logger.info(f"[{format_duration(time.monotonic() - self.started)}] trial {summary.last_number} "
+                        f"finished: {status_text(live)}")
 
 
 class SearchProgress:

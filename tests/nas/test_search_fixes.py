@@ -70,7 +70,7 @@ def test_logs_get_one_line_per_trial(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr
     progress = [line for line in result.stderr.splitlines() if "] trial " in line]
-    assert len(progress) == 3 and "non-dominated" in progress[-1] and "front" not in progress[-1]
+    assert len(progress) == 3 and "Pareto set" in progress[-1] and "non-dominated" not in progress[-1]
     # trials as the study numbers them (the first is trial 0, as `eas show --trial 0` calls it)
     assert [line.split("] trial ")[1].split()[0] for line in progress] == ["0", "1", "2"]
 
