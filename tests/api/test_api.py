@@ -331,3 +331,13 @@ def test_lower_rungs_train_and_rank_on_smaller_images_and_the_top_rung_at_full_s
     for bad, match in ((0.3, "from 0.5 to 1"), ("0.7", "rung_resolution must be a number"), (0.7, "--rungs 2 or more")):
         with pytest.raises(UserError, match=match):
             eas.search(**FAST, trials=1, study="bad", rungs=1 if bad == 0.7 else 2, rung_resolution=bad)
+
+
+def test_a_search_logs_its_progress_one_line_per_trial(studies, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="eas.progress"):
+        eas.search(**FAST, trials=3, study="logged", evaluator=by_width)
+    lines = [r.getMessage() for r in caplog.records if r.name == "eas.progress"]
+    assert len(lines) == 3 and all("finished:" in line and "| Pareto set " in line for line in lines)
+    assert [line.split("] trial ")[1].split()[0] for line in lines] == ["0", "1", "2"]
