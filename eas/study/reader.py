@@ -91,7 +91,11 @@ def readonly_engine(url: str):
     try:
         if path is not None:
             uri = f"file:{path.resolve()}?mode=ro"
-            engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30))
+            # NullPool: each read opens and closes its own connection in its own thread. The default pool
+            # for this URL (one connection per thread, the others closed from whichever thread comes
+            # next) made the explorer's threads log sqlite3.ProgrammingError tracebacks.
+            engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30),
+                                      poolclass=sa.pool.NullPool)
         elif sa.engine.make_url(url).get_backend_name() == "postgresql":
             engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2, connect_args={
                 "options": "-c default_transaction_read_only=on", "connect_timeout": 10})
@@ -288,7 +292,7 @@ def list_studies(storage: str | None = None) -> list[dict]:
             rows.append({
                 "study": name, "space": str(settings.get("space_name")), "data": str(settings.get("data")),
                 "trials": trials, "objectives": ", ".join(map(str, settings.get("objectives") or [])),
-                "started": _date_text(begun),
+                "started": _date_text(begun), "started_at": begun if begun and math.isfinite(begun) else None,
                 "storage": safe_url(url), "url": url, "error": None, "malformed": malformed,
                 "counts": _by_state(counts, study_id),
                 "queue": _queued(study_id, name, attrs[study_id], _by_state(counts, study_id), workers),

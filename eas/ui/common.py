@@ -7,7 +7,7 @@ import os
 import streamlit as st
 
 from eas.errors import UserError
-from eas.reports.explorer import trial_rows
+from eas.reports.explorer import markdown_text, trial_rows
 from eas.reports.front import hypervolume_history
 from eas.study.reader import StudyReader, list_studies
 
@@ -41,7 +41,8 @@ def cached_history(url: str, name: str) -> list[dict]:
 
 
 def selected_study():
-    """The study picked on the Studies page (or the only one there is), or None with a hint."""
+    """The study picked on the Studies page; on a page opened directly, the only study there is
+    or the most recently started one (said in a caption); None with a hint when there is none."""
     choice = st.session_state.get("study")
     if choice is None:
         try:
@@ -49,10 +50,14 @@ def selected_study():
         except UserError as error:
             st.error(str(error))
             return None
-        if len(rows) == 1:
-            choice = st.session_state["study"] = (rows[0]["url"], rows[0]["study"])
+        if rows:
+            latest = max(rows, key=lambda r: r.get("started_at") or 0.0)
+            choice = st.session_state["study"] = (latest["url"], latest["study"])
+            if len(rows) > 1:
+                st.caption(markdown_text(f"Showing the most recently started study, {latest['study']}; pick "
+                                         "another on the Studies page."))
     if choice is None:
-        st.info("Pick a study on the Studies page first.")
+        st.info("No EAS studies found. Run `eas search --space tiny --data digits --budget 1m` first.")
         return None
     try:
         return cached_study(*choice)

@@ -55,3 +55,4 @@ def test_a_stored_attribute_nested_too_deeply_makes_its_trial_broken_and_a_worke
     assert all(r.state == "complete" for r in loaded.records[1:])
     with pytest.raises(UserError, match=f"nest deeper than {MAX_DEPTH} levels .trial 0: metrics"):
         StudyReader(result.storage, "d").check_optuna_can_load()
+

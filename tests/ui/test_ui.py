@@ -143,13 +143,25 @@ def test_reading_a_study_while_a_search_writes_it(tmp_path):
 
 @pytest.mark.browser
 @pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
-def test_real_browser_shows_the_pareto_chart(small_study):
+def test_real_browser_shows_the_pareto_chart_and_leaves_an_empty_log(small_study, tmp_path):
+    """A browser session over two studies: /pareto opened directly shows the most recent one, every
+    page renders, and the server's log holds nothing but its start (no thread's traceback)."""
     from playwright.sync_api import sync_playwright
 
-    root, env = small_study
+    import eas
+
+    root, _ = small_study
+    shutil.copytree(root / "studies", tmp_path / "studies")
+    env = {"EAS_STUDIES_DIR": str(tmp_path / "studies")}
+    os.environ.update(env)
+    try:  # a second, newer study beside the shared one
+        eas.search(space="tiny", data="digits", trials=4, study="second", warm_start=False, sampler="random",
+                   evaluator=lambda arch: 0.5 + arch.stem.width / 100)
+    finally:
+        os.environ.pop("EAS_STUDIES_DIR")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "eas", "ui", "--port", str(port)], cwd=root,
-                              env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen([sys.executable, "-m", "eas", "ui", "--port", str(port)], cwd=tmp_path,
+                              env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -164,9 +176,20 @@ def test_real_browser_shows_the_pareto_chart(small_study):
                 "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/pareto")  # opened directly: the most recent study
+            page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=90_000)
+            assert page.get_by_text("Pareto front — second").count() == 1
+            assert page.get_by_text("most recently started study, second").count() == 1
+            for path in ("", "progress", "trial"):  # the other pages of the session, then the first study
+                page.goto(f"http://127.0.0.1:{port}/{path}")
+                page.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=90_000)
+                page.wait_for_timeout(1500)  # what the page draws after its first paint
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.get_by_text("Open study").wait_for(timeout=90_000)
+            page.get_by_role("combobox").first.click()
+            page.get_by_role("option").filter(has_text=str(root / "studies" / "s.db").split("/")[-1]).first.click()
             page.goto(f"http://127.0.0.1:{port}/pareto")
             page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=90_000)
-            assert page.get_by_text("Pareto front — s").count() == 1
             assert page.locator(".scatterlayer .point").count() >= 3
             page.screenshot(path=str(artifacts / "explorer-pareto.png"))
             browser.close()
@@ -178,8 +201,9 @@ def test_real_browser_shows_the_pareto_chart(small_study):
                 assert s.connect_ex((address, port)) != 0
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        log, _ = server.communicate(timeout=30)
     assert Path(artifacts / "explorer-pareto.png").exists()
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]
 
 
 def port_open(port: int) -> bool:
