@@ -14,9 +14,13 @@ from eas.study import schema
 from eas.study.records import TrialRecord
 
 # Filters the explorer offers: metric -> label. Sliders over these shrink the front live.
-FILTER_METRICS = {"macs": "max MACs", "params": "max params", "latency_ms": "max latency (ms)",
-                  "inference_energy_j_per_1k": "max energy (J/1k)", "sram_bytes": "max SRAM, int8 (B)",
-                  "flash_bytes": "max flash, int8 (B)"}
+FILTER_METRICS = {"macs": "max MACs (M)", "params": "max params (k)", "latency_ms": "max latency (ms)",
+                  "inference_energy_j_per_1k": "max energy (J/1k)", "sram_bytes": "max SRAM, int8 (KiB)",
+                  "flash_bytes": "max flash, int8 (KiB)"}
+# Each limit slider in the units the tables use: (the value of one slider unit, the number format).
+FILTER_UNITS = {"macs": (1e6, "%.2f"), "params": (1e3, "%.1f"), "latency_ms": (1.0, "%.3f"),
+                "inference_energy_j_per_1k": (1.0, "%.3f"), "sram_bytes": (1024.0, "%.1f"),
+                "flash_bytes": (1024.0, "%.1f")}
 
 
 def trial_rows(records: list[TrialRecord], objectives: tuple[str, ...]) -> list[dict]:
@@ -85,10 +89,15 @@ def rung_rows(record: TrialRecord) -> list[dict]:
         decision = "trained on" if rung.get("go_on") else "stopped" if stopped_here else "top rung"
         if rung.get("position") is not None and rung.get("results") is not None:
             decision += f" (rank {rung['position'] + 1} of {rung['results']})"
-        rows.append({"rung": rung["rung"], "steps": rung.get("steps"),
+        rows.append({"rung": rung["rung"], "steps": _count_text(rung.get("steps")),
                      "accuracy": f"{rung.get('accuracy', 0):.2%} [{low:.1%}, {high:.1%}]",
-                     "validation images": rung.get("val_images"), "decision": decision})
+                     "validation images": _count_text(rung.get("val_images")), "decision": decision})
     return rows
+
+
+def _count_text(value) -> str:
+    """A stored count as a table shows it: '-' where none was stored (never 'None')."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
 
 
 def _num(value) -> float:

@@ -68,14 +68,14 @@ def pareto_figure(rows: list[dict], x: str, y: str, size: str | None = None, thr
             bars = {axis: _error_bars(group) for axis, name in (("error_x", x), ("error_y", y)) if name == "accuracy"}
             figure.add_trace(go.Scatter(x=[r[metric(x)] for r in group], y=[r[metric(y)] for r in group],
                                         **bars, **common))
+    # Accuracy is stored as a fraction and shown as a percentage, as every table shows it, in 3-D too.
+    def axis(name: str) -> dict:
+        return {"title": {"text": axis_title(name)}, **({"tickformat": ".0%"} if name == "accuracy" else {})}
+
     if three_d:
-        figure.update_layout(scene={"xaxis_title": axis_title(x), "yaxis_title": axis_title(y),
-                                    "zaxis_title": axis_title(three_d)})
+        figure.update_layout(scene={"xaxis": axis(x), "yaxis": axis(y), "zaxis": axis(three_d)})
     else:
-        figure.update_layout(xaxis_title=axis_title(x), yaxis_title=axis_title(y))
-    for axis, name in (("xaxis", x), ("yaxis", y)):
-        if name == "accuracy" and not three_d:  # stored as a fraction, shown as a percentage like every table
-            figure.update_layout({axis: {"tickformat": ".0%"}})
+        figure.update_layout(xaxis=axis(x), yaxis=axis(y))
     figure.update_layout(height=520, legend_title_text="trials", margin={"l": 10, "r": 10, "t": 30, "b": 10})
     return figure
 

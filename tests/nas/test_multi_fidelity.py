@@ -358,6 +358,9 @@ def test_the_top_rung_of_a_complete_trial_is_not_shown_as_stopped():
     stopped = TrialRecord(number=2, state="stopped", genome="g", attrs={"rungs": rungs[:1] + [
         {**rungs[1], "position": 9}]})
     assert rung_rows(stopped)[-1]["decision"] == "stopped (rank 10 of 12)"
+    # a rung stored without its validation images shows '-' as the tables do, never 'None'
+    assert [row["validation images"] for row in rung_rows(complete)] == ["-", "-"]
+    assert rung_rows(complete)[1]["steps"] == "9"
 
 
 def test_a_ladder_may_train_its_lower_rungs_on_smaller_images_and_stores_a_full_size_one_as_before():

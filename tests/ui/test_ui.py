@@ -59,14 +59,18 @@ def test_pareto_page_draws_the_front_and_the_sliders_filter_it(app, small_study)
     assert f"trial {cli['knee']} " in app.success[0].value  # the same knee as the CLI
     before = len(app.dataframe[0].value)
     assert before == len(cli["pareto"])
-    macs = next(s for s in app.slider if s.label == "max MACs")
+    macs = next(s for s in app.slider if s.label == "max MACs (M)")
+    # in the tables' units, starting at the front's largest value
+    assert macs.value == macs.max == pytest.approx(max(p["macs"] for p in cli["pareto"]) / 1e6)
     macs.set_value(macs.min).run()
     no_exception(app)
     assert len(app.dataframe[0].value) < before
 
     three_d = app.toggle[0]
     three_d.set_value(True).run()
-    assert json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]["type"] == "scatter3d"
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "scatter3d"
+    assert spec["layout"]["scene"]["yaxis"]["tickformat"] == ".0%"  # accuracy as the tables show it
 
 
 def test_progress_page_states_the_reference_point(app, small_study):

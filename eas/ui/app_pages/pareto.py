@@ -2,6 +2,7 @@ import streamlit as st
 
 from eas.reports.explorer import (
     FILTER_METRICS,
+    FILTER_UNITS,
     filtered_front,
     front_of,
     markdown_text,
@@ -54,10 +55,13 @@ with left:
     if ranges:  # with one or two trials there may be nothing to limit: no empty heading then
         st.subheader("Limits")
     for field, values in ranges.items():
-        chosen = st.slider(FILTER_METRICS[field], min_value=float(values[0]), max_value=float(values[-1]),
-                           value=float(values[-1]), key=f"limit_{field}")
-        if chosen < values[-1]:
-            limits[field] = chosen
+        scale, shown = FILTER_UNITS[field]
+        top = values[-1] / scale
+        # keyed by the study as well: each study's sliders start at its own largest value
+        chosen = st.slider(FILTER_METRICS[field], min_value=values[0] / scale, max_value=top, value=top,
+                           format=shown, key=f"limit_{field}_{study.name}")
+        if chosen < top:
+            limits[field] = chosen * scale
 with right:
     figure = pareto_figure(rows, x, y, None if size == "(none)" else size, z)
     if overlay:
