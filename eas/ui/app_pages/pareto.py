@@ -56,10 +56,12 @@ with left:
         st.subheader("Limits")
     for field, values in ranges.items():
         scale, shown = FILTER_UNITS[field]
-        top = values[-1] / scale
-        # keyed by the study as well: each study's sliders start at its own largest value
-        chosen = st.slider(FILTER_METRICS[field], min_value=values[0] / scale, max_value=top, value=top,
-                           format=shown, key=f"limit_{field}_{study.name}")
+        bottom, top = values[0] / scale, values[-1] / scale
+        # Keyed by the study as well: each study's sliders start at its own largest value. The step
+        # divides the range, so that its ends are on the slider (the default step of 0.01 left a
+        # 0.133 J/1k maximum out of reach, and the slider started below it).
+        chosen = st.slider(FILTER_METRICS[field], min_value=bottom, max_value=top, value=top,
+                           step=(top - bottom) / 200, format=shown, key=f"limit_{field}_{study.name}")
         if chosen < top:
             limits[field] = chosen * scale
 with right:
