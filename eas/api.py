@@ -96,7 +96,8 @@ def _data_spec(data, where: str = "eas.search") -> str:
     the studies folder, named by their content, so a resumed search and its workers read the same
     images."""
     if isinstance(data, str):
-        return arguments.text(where, "data", data)
+        arguments.text(where, "data", data)
+        return data
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ArgumentTypeError(f"{where}: data must be a dataset name or spec (digits, fashion-mnist, npz:PATH, ...) "
                                 "or a pair (x, y) of arrays: images (N, H, W), (N, C, H, W) or (N, H, W, C) and labels "
@@ -272,12 +273,12 @@ def export(study: str, *, out: str | Path, pick: str = "knee", trial: int | None
     """
     where = "eas.export"
     arguments.text(where, "study", study)
-    out = arguments.path(where, "out", out)
+    arguments.path(where, "out", out)
     arguments.text(where, "pick", pick, choices=("knee", "most-accurate", "smallest"))
     arguments.whole(where, "trial", trial, 0, optional=True)
     arguments.text(where, "storage", storage, optional=True)
     arguments.flag(where, "force", force)
-    formats = arguments.texts(where, "formats", formats)
+    arguments.texts(where, "formats", formats)
     wanted = device_formats.parse_formats(",".join(formats) if formats else None)
     url = storage or default_url(study)
     loaded = reader.load_study(url, study)
@@ -287,7 +288,7 @@ def export(study: str, *, out: str | Path, pick: str = "knee", trial: int | None
 
 
 # What `train` takes through **plan, and the type of each (eas.training.full.TrainPlan checks ranges).
-TRAIN_CHECKS = {
+TRAIN_CHECKS: dict[str, Callable[..., object]] = {
     "batch_size": partial(arguments.whole, low=2), "accumulate": partial(arguments.whole, low=1),
     "lr": partial(arguments.number, above=0), "weight_decay": partial(arguments.number, low=0),
     "precision": arguments.text, "patience": partial(arguments.whole, low=1, optional=True),
@@ -312,7 +313,8 @@ def train(folder: str | Path, data: str | tuple = "fashion-mnist", *, epochs: in
         dict: the efficiency report (report.json), with the deployed files' checks.
     """
     where = "eas.train"
-    folder = Path(arguments.path(where, "folder", folder))
+    arguments.path(where, "folder", folder)
+    folder = Path(folder)
     arguments.whole(where, "epochs", epochs, 1, 100_000)
     arguments.whole(where, "seed", seed, 0, search_options.MAX_SEED)
     arguments.text(where, "device", device)

@@ -265,7 +265,7 @@ def list_spaces() -> list[Space]:
 
 def load_space(name_or_path: str | Path, input_shape: tuple[int, int, int] | None = None) -> Space:
     """A built-in space by name (`mobile`) or a user's YAML file by path."""
-    name_or_path = arguments.path("eas.load_space", "name_or_path", name_or_path)
+    arguments.path("eas.load_space", "name_or_path", name_or_path)
     if input_shape is not None:
         input_shape = check_shape(input_shape, "eas.load_space: input_shape")
     path = Path(name_or_path)
