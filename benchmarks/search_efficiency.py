@@ -42,6 +42,9 @@ METHODS = {  # the flags that make each method, in the order a seed's units run;
     # The same, its two lower rungs on 20-px images (0.7x of 28; the top rung at 28 px), as
     # resolution_fidelity found them to rank like 28 px for 0.57x the CPU: what does it save?
     "eas-lowres": ["--rung-resolution", "0.7"],
+    # The peers' own methods (issue 52). Optuna's NSGA-II as Optuna ships it (population 16, every
+    # candidate at the full fidelity), with the counted-limit guard every EAS sampler gets.
+    "nsga2": ["--sampler", "nsga2", "--rungs", "1"],
 }
 SEEDS = (0, 1, 2)
 SHARES = (0.25, 0.5, 0.75)  # of the CPU budget, for the anytime hypervolume
@@ -198,6 +201,11 @@ def anytime(trials: list[dict], settings: dict) -> list[tuple[float, float]]:
             points.append(normalised(row, settings))
         curve.append((spent, hypervolume_of_points(np.array(points)) if points else 0.0))
     return curve
+
+
+def seconds_to_reach(trials: list[dict], settings: dict, target: float) -> float | None:
+    """CPU seconds of evaluation a search took to reach hypervolume `target` (None: never)."""
+    return next((spent for spent, hv in anytime(trials, settings) if hv >= target), None)
 
 
 def search_figures(trials: list[dict], settings: dict) -> dict:
