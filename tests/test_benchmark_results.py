@@ -292,9 +292,11 @@ def test_search_efficiency_lists_its_units():
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("search_efficiency: ") and lines[0].endswith("of 13 units done")
-    names = [line.split()[0] for line in lines[1:14]]
-    assert names[:4] == ["mobile-eas-seed0", "mobile-tpe-seed0", "mobile-random-seed0", "mobile-eas-lowres-seed0"]
+    count = len(search_efficiency.METHODS) * len(search_efficiency.SEEDS) + 1
+    assert lines[0].startswith("search_efficiency: ") and lines[0].endswith(f"of {count} units done")
+    names = [line.split()[0] for line in lines[1:count + 1]]
+    assert names[:5] == ["mobile-eas-seed0", "mobile-tpe-seed0", "mobile-random-seed0", "mobile-eas-lowres-seed0",
+                         "mobile-nsga2-seed0"]
     assert names[-1] == "mobile-calibration"
 
 
