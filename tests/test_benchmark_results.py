@@ -178,6 +178,10 @@ def test_search_figures_follow_from_the_raw_trials():
     assert search_efficiency.check(result) is None
     edited = {**result, "figures": {**figures, "final_hypervolume": figures["final_hypervolume"] + 0.01}}
     assert "do not follow from its raw trials" in search_efficiency.check(edited)
+    # time to target: the CPU seconds spent when the hypervolume first reached it
+    assert search_efficiency.seconds_to_reach(trials, settings, only_first) == 600
+    assert search_efficiency.seconds_to_reach(trials, settings, figures["final_hypervolume"]) == 2400
+    assert search_efficiency.seconds_to_reach(trials, settings, figures["final_hypervolume"] + 0.01) is None
 
 
 def test_microcontroller_figures_follow_from_its_networks_as_stored():
