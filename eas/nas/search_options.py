@@ -34,7 +34,9 @@ def _space(where: str, name: str, value) -> None:
 
 def _text_or_texts(where: str, name: str, value) -> None:
     """A comma-separated string or a list of strings (objectives, baselines)."""
-    if not isinstance(value, str):
+    if isinstance(value, str):
+        a.text(where, name, value)
+    else:
         a.texts(where, name, value, empty=False)
 
 

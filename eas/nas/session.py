@@ -32,7 +32,7 @@ from eas.nas.candidate import counted_metrics
 from eas.nas.one_shot import read_trust
 from eas.nas.proposals import SAMPLERS
 from eas.nas.rungs import Ladder, check_rung_bands, check_rung_resolution
-from eas.nas.search_options import OPTIONS, check_options
+from eas.nas.search_options import OPTIONS
 from eas.objectives import Constraints, parse_objectives
 from eas.study import schema
 from eas.study.queue import QueuedStudy, Run, save
@@ -62,7 +62,11 @@ class SearchRequest:
 
     @classmethod
     def make(cls, **given) -> SearchRequest:
-        check_options(given)
+        # The types and ranges of a Python caller's options are checked at eas.search's door
+        # (eas.nas.search_options); here the command line's parsed values get its own messages.
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise UserError(f"unknown search option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
         o = {**OPTIONS, **given}
         budget = Budget.parse(o["budget"], o["trials"], o["cpu_budget"])
         if budget.cpu_seconds and (o["queue"] or o["workers"] > 1):
