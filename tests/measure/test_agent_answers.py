@@ -139,3 +139,15 @@ def test_a_search_refuses_a_agent_wait_that_makes_no_sense(tmp_path):
     liar.server.shutdown()
     assert_user_error(result, "EAS_AGENT_WAIT")
     assert not (tmp_path / "studies" / "w.db").exists()
+
+
+def test_deciles_of_a_few_skewed_repeats_stay_within_what_was_measured(monkeypatch):
+    """Under load a batch may be timed only 3 times: its p10 must not be extrapolated below the
+    fastest repeat (seen: -0.046 ms, which a search rightly refused as untrusted)."""
+    from eas_agent import measure
+
+    clock = iter([0.0, 0.0, 0.005, 1.0, 1.1, 2.0, 2.3, 9.0])  # repeats of 5, 100 and 300 ms, then over time
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(clock))
+    latency = measure.time_repeated(lambda: None, batch=32, warmup=0, repeats=30, max_seconds=0.5)
+    assert latency.repeats == 3 and latency.median_ms == pytest.approx(100.0)
+    assert 5.0 <= latency.p10_ms <= latency.median_ms <= latency.p90_ms <= 300.0
