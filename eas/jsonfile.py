@@ -38,12 +38,6 @@ def nested_too_deeply(what: str) -> str:
     return f"{what}: nested deeper than {MAX_DEPTH} levels"
 
 
-def check_depth(value, what: str) -> None:
-    """Refuse a parsed value nested beyond MAX_DEPTH (UserError, one line)."""
-    if depth(value) > MAX_DEPTH:
-        raise UserError(nested_too_deeply(what))
-
-
 def may_nest_too_deeply(text: str) -> bool:
     """Whether JSON `text` could nest beyond MAX_DEPTH at all (a cheap test before `depth`)."""
     return text.count("[") + text.count("{") > MAX_DEPTH

@@ -193,15 +193,15 @@ def checked_test_split(settings: SearchSettings, task, name: str) -> dict:
     created; data whose split is another now (other files under the same name) is refused."""
     found = task.test_split()
     recorded = settings.test_split
-    if recorded and recorded.get("fingerprint") != found["fingerprint"]:
+    if not replace(settings, test_split=found).test_split_differs(settings):  # the rule a resumed search keeps
+        return {**found, "recorded": bool(recorded)}
+    if recorded:
         raise UserError(f"study {name!r} recorded a test split of {recorded.get('images')} images "
                         f"({recorded.get('fingerprint')}) when it was created; {settings.data} gives another now "
                         f"({found['images']} images, {found['fingerprint']}): the data changed since the search")
-    if not recorded and found["source"] == "held out" and settings.seed != 0:
-        raise UserError(f"study {name!r} was searched before EAS fixed the test split of data without an official "
-                        f"one: with seed {settings.seed} its training images include some of today's test images, so "
-                        "no claim can be scored on unseen images; search again in a new study")
-    return {**found, "recorded": bool(recorded)}
+    raise UserError(f"study {name!r} was searched before EAS fixed the test split of data without an official "
+                    f"one: with seed {settings.seed} its training images include some of today's test images, so "
+                    "no claim can be scored on unseen images; search again in a new study")
 
 
 def _deployed_in(run: dict, deploy_format: str | None) -> bool:

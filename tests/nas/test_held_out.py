@@ -90,7 +90,7 @@ def test_a_verification_scores_its_runs_on_the_test_split():
 
     task = load_dataset("digits", seed=0)
     small = dataclasses.replace(task, test_x=task.test_x.subset(slice(0, 37)), test_y=task.test_y[:37])
-    arch = Arch.decode(eas.api.references.arch_from_text("mobilenet_v3_small@0.35").encode())
+    arch = Arch.decode(eas.reference("mobilenet_v3_small@0.35").encode())  # eas.reference: public, not eas.api
     run = train_once(Model(arch, Fidelity(epochs=1)), small, 1, 3, 128, VerifyPlan(device="cpu"), "auto")
     assert run["split"] == "test" and run["images"] == 37 and run["val_images"] == len(task.val_y)
     assert round(run["accuracy"] * 37) == pytest.approx(run["accuracy"] * 37)
